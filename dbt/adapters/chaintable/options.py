@@ -1,0 +1,300 @@
+"""Chain table options: parsed from a model's config, validated, and stored in TBLPROPERTIES.
+
+The TBLPROPERTIES use Paimon's option keys so that every operation (compaction, expiration,
+status) works from the catalog alone, without the dbt project that created the table.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.chaintable import expire
+
+MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
+AGGREGATE_FUNCTIONS = (
+    "sum", "product", "count", "max", "min", "first_value", "last_value",
+    "first_non_null_value", "last_non_null_value", "listagg", "bool_and", "bool_or",
+)
+# Retraction (-U/-D) has a meaning only for these aggregates (Paimon's FieldAggregator.retract).
+RETRACTABLE_FUNCTIONS = ("sum", "product", "count")
+DEFAULT_AGGREGATE_FUNCTION = "last_non_null_value"
+BRANCHES = ("delta", "snapshot")
+
+# Paimon option keys (plus a few of ours under `chaintable.`).
+P_ENABLED = "chain-table.enabled"
+P_CHAIN_KEYS = "chain-table.chain-partition-keys"
+P_BRANCH = "chain-table.branch"
+P_PRIMARY_KEY = "primary-key"
+P_PARTITION = "partition"
+P_SEQUENCE = "sequence.field"
+P_ROWKIND = "rowkind.field"
+P_ENGINE = "merge-engine"
+P_TS_PATTERN = "partition.timestamp-pattern"
+P_TS_FORMATTER = "partition.timestamp-formatter"
+P_EXPIRATION = "partition.expiration-time"
+P_CHECK_INTERVAL = "partition.expiration-check-interval"
+P_MAX_NUM = "partition.expiration-max-num"
+P_PU_REMOVE_ON_DELETE = "partial-update.remove-record-on-delete"
+P_PU_IGNORE_DELETE = "partial-update.ignore-delete"
+P_FIELD_PREFIX = "fields."
+P_AGG_SUFFIX = ".aggregate-function"
+P_RETRACT_SUFFIX = ".ignore-retract"
+P_LAST_EXPIRE_CHECK = "chaintable.last-expire-check"
+P_STALE = "chaintable.stale-snapshots"
+
+
+class ChainConfigError(DbtRuntimeError):
+    """A chain table configuration that cannot work; raised before anything is written."""
+
+
+def _as_list(value: Any) -> Tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if isinstance(value, Mapping):  # dbt-spark style {'field': ...} is not a column list
+        raise TypeError("expected a list of column names")
+    return tuple(str(v).strip() for v in value)
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+@dataclass(frozen=True)
+class ChainOptions:
+    partition_by: Tuple[str, ...]
+    chain_keys: Tuple[str, ...]
+    primary_key: Tuple[str, ...]
+    sequence_field: Optional[str] = None
+    rowkind_field: Optional[str] = None
+    merge_engine: str = "deduplicate"
+    timestamp_pattern: Optional[str] = None
+    timestamp_formatter: Optional[str] = None
+    expiration_time: Optional[str] = None
+    check_interval: Optional[str] = None
+    max_num: Optional[int] = None
+    aggregate_functions: Dict[str, str] = field(default_factory=dict)
+    ignore_retract: Tuple[str, ...] = ()
+    remove_record_on_delete: bool = False
+    ignore_delete: bool = False
+
+    # ---- derived -------------------------------------------------------------------------
+    @property
+    def group_keys(self) -> Tuple[str, ...]:
+        return self.partition_by[: len(self.partition_by) - len(self.chain_keys)]
+
+    @property
+    def merge_keys(self) -> Tuple[str, ...]:
+        """Columns identifying one record across the chain: the primary key without chain keys."""
+        return tuple(c for c in self.primary_key if c not in self.chain_keys)
+
+    @property
+    def expiration_enabled(self) -> bool:
+        return bool(self.expiration_time)
+
+    def aggregate_function(self, column: str) -> str:
+        return self.aggregate_functions.get(column, DEFAULT_AGGREGATE_FUNCTION)
+
+    # ---- construction --------------------------------------------------------------------
+    @classmethod
+    def from_config(cls, model: str, config: Mapping[str, Any]) -> "ChainOptions":
+        """Validate a model's config (SPEC §5); every error names the model and the option."""
+
+        def fail(msg: str) -> ChainConfigError:
+            return ChainConfigError(f"chain_incremental model '{model}': {msg}")
+
+        try:
+            partition_by = _as_list(config.get("partition_by"))
+        except TypeError:
+            raise fail("partition_by must be a list of column names, "
+                       f"got {config.get('partition_by')!r}")
+        if not partition_by:
+            raise fail("partition_by is required: a chain table is partitioned "
+                       "(group keys then chain keys), e.g. partition_by=['dt']")
+        chain_keys = _as_list(config.get("chain_partition_keys")) or partition_by
+        if chain_keys != partition_by[len(partition_by) - len(chain_keys):]:
+            raise fail(f"chain_partition_keys {list(chain_keys)} must be a contiguous suffix of "
+                       f"partition_by {list(partition_by)}")
+        primary_key = _as_list(config.get("primary_key"))
+        if not primary_key:
+            raise fail("primary_key is required (a list containing every partition column)")
+        missing = [c for c in partition_by if c not in primary_key]
+        if missing:
+            raise fail(f"primary_key {list(primary_key)} must contain every partition column; "
+                       f"missing {missing}")
+
+        engine = str(config.get("merge_engine") or "deduplicate")
+        if engine not in MERGE_ENGINES:
+            raise fail(f"merge_engine '{engine}' is not one of {list(MERGE_ENGINES)}")
+        sequence_field = config.get("sequence_field") or None
+        rowkind_field = config.get("rowkind_field") or None
+        for name, col in (("sequence_field", sequence_field), ("rowkind_field", rowkind_field)):
+            if col is not None and col in primary_key:
+                raise fail(f"{name} '{col}' cannot be a primary key column")
+        if engine == "first-row" and sequence_field:
+            raise fail("merge_engine 'first-row' cannot be used with a sequence_field "
+                       f"('{sequence_field}'): the first row wins, whatever its sequence")
+
+        aggs_raw = config.get("aggregate_functions") or {}
+        if not isinstance(aggs_raw, Mapping):
+            raise fail(f"aggregate_functions must be a dict {{column: function}}, got {aggs_raw!r}")
+        aggs = {str(k): str(v).lower() for k, v in aggs_raw.items()}
+        if aggs and engine != "aggregation":
+            raise fail("aggregate_functions is set but merge_engine is not 'aggregation'")
+        for col, fn in aggs.items():
+            if fn not in AGGREGATE_FUNCTIONS:
+                raise fail(f"aggregate function '{fn}' for column '{col}' is not one of "
+                           f"{list(AGGREGATE_FUNCTIONS)}")
+            if col == sequence_field:
+                raise fail(f"column '{col}' is the sequence_field and cannot have an aggregate "
+                           f"function ('{fn}')")
+            if col in primary_key:
+                raise fail(f"column '{col}' is a primary key column and cannot be aggregated")
+        ignore_retract_raw = config.get("ignore_retract") or ()
+        if isinstance(ignore_retract_raw, Mapping):
+            ignore_retract = tuple(k for k, v in ignore_retract_raw.items() if _as_bool(v))
+        else:
+            ignore_retract = _as_list(ignore_retract_raw)
+
+        max_num = config.get("partition_expiration_max_num")
+        try:
+            max_num = int(max_num) if max_num not in (None, "") else None
+        except (TypeError, ValueError):
+            raise fail(f"partition_expiration_max_num must be an integer, got {max_num!r}")
+        if max_num is not None and max_num < 1:
+            raise fail(f"partition_expiration_max_num must be >= 1, got {max_num}")
+
+        opts = cls(
+            partition_by=partition_by,
+            chain_keys=chain_keys,
+            primary_key=primary_key,
+            sequence_field=sequence_field,
+            rowkind_field=rowkind_field,
+            merge_engine=engine,
+            timestamp_pattern=config.get("partition_timestamp_pattern") or None,
+            timestamp_formatter=config.get("partition_timestamp_formatter") or None,
+            expiration_time=config.get("partition_expiration_time") or None,
+            check_interval=config.get("partition_expiration_check_interval") or None,
+            max_num=max_num,
+            aggregate_functions=aggs,
+            ignore_retract=ignore_retract,
+            remove_record_on_delete=_as_bool(
+                config.get("partial_update_remove_record_on_delete", False)),
+            ignore_delete=_as_bool(config.get("partial_update_ignore_delete", False)),
+        )
+        try:
+            opts.validate_timestamps()
+        except expire.ExpirationConfigError as e:
+            raise fail(str(e))
+        return opts
+
+    def validate_timestamps(self) -> None:
+        """Expiration needs a pattern and a formatter that give a complete date (SPEC §5)."""
+        if self.expiration_time:
+            expire.parse_duration(self.expiration_time)
+            if self.check_interval:
+                expire.parse_duration(self.check_interval)
+            if not self.timestamp_pattern or not self.timestamp_formatter:
+                raise expire.ExpirationConfigError(
+                    "partition_expiration_time is set, so partition_timestamp_pattern and "
+                    "partition_timestamp_formatter are required (e.g. '$dt' and 'yyyyMMdd')")
+        if self.timestamp_pattern or self.timestamp_formatter:
+            if not (self.timestamp_pattern and self.timestamp_formatter):
+                raise expire.ExpirationConfigError(
+                    "partition_timestamp_pattern and partition_timestamp_formatter go together")
+            expire.validate_timestamp_config(
+                self.timestamp_pattern, self.timestamp_formatter, self.partition_by)
+
+    def validate_columns(self, model: str, columns: Sequence[str]) -> None:
+        """Checks that need the model's output columns."""
+        present = {c.lower() for c in columns}
+        wanted = [("primary_key", c) for c in self.primary_key]
+        wanted += [("partition_by", c) for c in self.partition_by]
+        wanted += [("sequence_field", self.sequence_field)] if self.sequence_field else []
+        wanted += [("rowkind_field", self.rowkind_field)] if self.rowkind_field else []
+        wanted += [("aggregate_functions", c) for c in self.aggregate_functions]
+        wanted += [("ignore_retract", c) for c in self.ignore_retract]
+        for option, col in wanted:
+            if col.lower() not in present:
+                raise ChainConfigError(
+                    f"chain_incremental model '{model}': {option} column '{col}' is not in the "
+                    f"model's columns {list(columns)}")
+
+    # ---- TBLPROPERTIES round trip --------------------------------------------------------
+    def to_properties(self) -> Dict[str, str]:
+        props = {
+            P_ENABLED: "true",
+            P_PARTITION: ",".join(self.partition_by),
+            P_CHAIN_KEYS: ",".join(self.chain_keys),
+            P_PRIMARY_KEY: ",".join(self.primary_key),
+            P_ENGINE: self.merge_engine,
+        }
+        optional = {
+            P_SEQUENCE: self.sequence_field,
+            P_ROWKIND: self.rowkind_field,
+            P_TS_PATTERN: self.timestamp_pattern,
+            P_TS_FORMATTER: self.timestamp_formatter,
+            P_EXPIRATION: self.expiration_time,
+            P_CHECK_INTERVAL: self.check_interval,
+            P_MAX_NUM: None if self.max_num is None else str(self.max_num),
+        }
+        props.update({k: v for k, v in optional.items() if v})
+        if self.merge_engine == "partial-update":
+            props[P_PU_REMOVE_ON_DELETE] = str(self.remove_record_on_delete).lower()
+            props[P_PU_IGNORE_DELETE] = str(self.ignore_delete).lower()
+        for col, fn in self.aggregate_functions.items():
+            props[f"{P_FIELD_PREFIX}{col}{P_AGG_SUFFIX}"] = fn
+        for col in self.ignore_retract:
+            props[f"{P_FIELD_PREFIX}{col}{P_RETRACT_SUFFIX}"] = "true"
+        return props
+
+    @classmethod
+    def from_properties(cls, table: str, props: Mapping[str, str]) -> "ChainOptions":
+        if props.get(P_ENABLED) != "true":
+            raise ChainConfigError(f"'{table}' is not a chain table (no '{P_ENABLED}' property)")
+        aggs, retract = {}, []
+        for key, value in props.items():
+            if key.startswith(P_FIELD_PREFIX) and key.endswith(P_AGG_SUFFIX):
+                aggs[key[len(P_FIELD_PREFIX): -len(P_AGG_SUFFIX)]] = value
+            elif key.startswith(P_FIELD_PREFIX) and key.endswith(P_RETRACT_SUFFIX):
+                if _as_bool(value):
+                    retract.append(key[len(P_FIELD_PREFIX): -len(P_RETRACT_SUFFIX)])
+        return cls(
+            partition_by=_as_list(props.get(P_PARTITION)),
+            chain_keys=_as_list(props.get(P_CHAIN_KEYS)),
+            primary_key=_as_list(props.get(P_PRIMARY_KEY)),
+            sequence_field=props.get(P_SEQUENCE) or None,
+            rowkind_field=props.get(P_ROWKIND) or None,
+            merge_engine=props.get(P_ENGINE, "deduplicate"),
+            timestamp_pattern=props.get(P_TS_PATTERN) or None,
+            timestamp_formatter=props.get(P_TS_FORMATTER) or None,
+            expiration_time=props.get(P_EXPIRATION) or None,
+            check_interval=props.get(P_CHECK_INTERVAL) or None,
+            max_num=int(props[P_MAX_NUM]) if props.get(P_MAX_NUM) else None,
+            aggregate_functions=aggs,
+            ignore_retract=tuple(sorted(retract)),
+            remove_record_on_delete=_as_bool(props.get(P_PU_REMOVE_ON_DELETE, "false")),
+            ignore_delete=_as_bool(props.get(P_PU_IGNORE_DELETE, "false")),
+        )
+
+    def structural_differences(self, other: "ChainOptions") -> Dict[str, Tuple[Any, Any]]:
+        """Options whose change would reinterpret stored data (a full refresh is needed)."""
+        keys = ("partition_by", "chain_keys", "primary_key")
+        return {k: (getattr(other, k), getattr(self, k)) for k in keys
+                if getattr(self, k) != getattr(other, k)}
+
+
+def stale_from_properties(props: Mapping[str, str]) -> Dict[str, str]:
+    """{partition path of a stale snapshot: partition path of the rewritten delta}."""
+    raw = props.get(P_STALE)
+    return json.loads(raw) if raw else {}
+
+
+def stale_to_property(stale: Mapping[str, str]) -> str:
+    return json.dumps(dict(sorted(stale.items())), separators=(",", ":"))

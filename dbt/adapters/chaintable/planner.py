@@ -1,0 +1,252 @@
+"""Pure planning of chain reads and compaction (SPEC §2, §3): partitions in, plans out.
+
+Nothing here talks to Spark; the adapter lists partitions, calls these functions and renders
+the plans as SQL (sqlgen.py). Every rule about anchors and delta ranges lives here, once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+from urllib.parse import unquote
+
+from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions
+
+Values = Tuple[str, ...]
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_INTEGRAL = ("tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long")
+
+
+class ChainPlanError(ChainConfigError):
+    """A request the chain cannot satisfy (bad partition spec, unsafe drop, ...)."""
+
+
+def parse_partition_path(path: str, partition_by: Sequence[str]) -> Values:
+    """'region=CN/dt=20250101' (as SHOW PARTITIONS prints it) -> ('CN', '20250101')."""
+    parts = {}
+    for piece in path.split("/"):
+        key, _, value = piece.partition("=")
+        parts[unquote(key).lower()] = unquote(value)
+    try:
+        values = tuple(parts[c.lower()] for c in partition_by)
+    except KeyError:
+        raise ChainPlanError(f"partition '{path}' does not match partition_by {list(partition_by)}")
+    if HIVE_NULL in values:
+        raise ChainPlanError(f"partition '{path}' has a NULL partition value; chain tables need "
+                             "non-null partition values")
+    return values
+
+
+def parse_partition_spec(spec: Any) -> Dict[str, str]:
+    """A partition given as a dict or as Paimon's string form: `dt=20250811` or
+    `dt="20250811",hour="22"`. More than one partition (a list, or `;`) is an error."""
+    if isinstance(spec, Mapping):
+        return {str(k): str(v) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        if len(spec) != 1:
+            raise ChainPlanError(f"exactly one partition is expected, got {len(spec)}: {spec!r}")
+        return parse_partition_spec(spec[0])
+    if not isinstance(spec, str) or not spec.strip():
+        raise ChainPlanError(f"partition must be a dict or 'key=value,...', got {spec!r}")
+    if ";" in spec:
+        raise ChainPlanError(f"exactly one partition is expected, got '{spec}'")
+    out = {}
+    for piece in spec.split(","):
+        key, eq, value = piece.partition("=")
+        if not eq or not key.strip():
+            raise ChainPlanError(f"cannot parse partition '{spec}': expected key=value[,key=value]")
+        out[key.strip()] = value.strip().strip("'\"")
+    return out
+
+
+def format_partition(columns: Sequence[str], values: Sequence[str]) -> str:
+    return "/".join(f"{c}={v}" for c, v in zip(columns, values))
+
+
+def _typed(value: str, spark_type: str) -> Any:
+    t = spark_type.lower()
+    try:
+        if t in _INTEGRAL:
+            return int(value)
+        if t.startswith("decimal") or t in ("double", "float"):
+            return Decimal(value)
+    except (ValueError, InvalidOperation):
+        pass
+    return value
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """How to produce the full state of partition (group, chain).
+
+    from_snapshot: read snapshot partition as is (rule 1). Otherwise merge the anchor snapshot
+    partition (None: no earlier snapshot, rule 3) with the delta partitions `deltas` (ascending)."""
+
+    group: Values
+    chain: Values
+    from_snapshot: bool
+    anchor: Optional[Values] = None
+    deltas: Tuple[Values, ...] = ()
+
+    @property
+    def chain_length(self) -> int:
+        return len(self.deltas)
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    chain: Values
+    writes: Tuple[ReadPlan, ...]
+    existing: Tuple[Values, ...]  # groups whose snapshot branch already has the partition
+    kept: Tuple[Values, ...]  # overwrite: groups with a snapshot and no delta at the partition
+    message: str
+
+    @property
+    def written(self) -> bool:
+        return bool(self.writes)
+
+
+@dataclass(frozen=True)
+class ChainState:
+    """The partitions of both branches of one chain table, and the typed order of chain values."""
+
+    opts: ChainOptions
+    snapshots: FrozenSet[Values]
+    deltas: FrozenSet[Values]
+    chain_types: Tuple[str, ...] = ()
+
+    @classmethod
+    def build(cls, opts: ChainOptions, snapshots: Iterable[Sequence[str]],
+              deltas: Iterable[Sequence[str]], types: Optional[Mapping[str, str]] = None
+              ) -> "ChainState":
+        types = {k.lower(): v for k, v in (types or {}).items()}
+        chain_types = tuple(types.get(c.lower(), "string") for c in opts.chain_keys)
+        return cls(opts, frozenset(tuple(p) for p in snapshots),
+                   frozenset(tuple(p) for p in deltas), chain_types)
+
+    # ---- partition arithmetic --------------------------------------------------------------
+    @property
+    def n_group(self) -> int:
+        return len(self.opts.group_keys)
+
+    def split(self, values: Values) -> Tuple[Values, Values]:
+        return values[: self.n_group], values[self.n_group:]
+
+    def sort_key(self, chain: Values) -> Tuple[Any, ...]:
+        """Typed comparison of chain values (ints compare as ints, strings as strings)."""
+        types = self.chain_types or ("string",) * len(chain)
+        return tuple(_typed(v, t) for v, t in zip(chain, types))
+
+    def _by_group(self, parts: FrozenSet[Values]) -> Dict[Values, List[Values]]:
+        out: Dict[Values, List[Values]] = {}
+        for p in parts:
+            g, c = self.split(p)
+            out.setdefault(g, []).append(c)
+        for chains in out.values():
+            chains.sort(key=self.sort_key)
+        return out
+
+    def snapshot_chains(self) -> Dict[Values, List[Values]]:
+        return self._by_group(self.snapshots)
+
+    def delta_chains(self) -> Dict[Values, List[Values]]:
+        return self._by_group(self.deltas)
+
+    def groups(self) -> List[Values]:
+        return sorted({self.split(p)[0] for p in self.snapshots | self.deltas})
+
+    # ---- read rules (SPEC §2) ----------------------------------------------------------------
+    def plan_read(self, group: Values, chain: Values, use_snapshot: bool = True
+                  ) -> Optional[ReadPlan]:
+        """Rules 1-4 for one partition; None when the partition exists in neither branch.
+        use_snapshot=False ignores a snapshot at `chain` itself (compaction with overwrite)."""
+        group, chain = tuple(group), tuple(chain)
+        if use_snapshot and group + chain in self.snapshots:
+            return ReadPlan(group, chain, from_snapshot=True)
+        if group + chain not in self.deltas:
+            return None
+        key = self.sort_key(chain)
+        earlier = [s for s in self.snapshot_chains().get(group, []) if self.sort_key(s) < key]
+        anchor = earlier[-1] if earlier else None
+        low = self.sort_key(anchor) if anchor else None
+        deltas = tuple(d for d in self.delta_chains().get(group, [])
+                       if self.sort_key(d) <= key and (low is None or self.sort_key(d) > low))
+        return ReadPlan(group, chain, from_snapshot=False, anchor=anchor, deltas=deltas)
+
+    def delta_only(self) -> List[ReadPlan]:
+        """Merged reads of every delta-only partition, ordered by chain value then group."""
+        plans = [self.plan_read(*self.split(p)) for p in self.deltas - self.snapshots]
+        return sorted((p for p in plans if p is not None),
+                      key=lambda p: (self.sort_key(p.chain), p.group))
+
+    def view_branches(self) -> List[Tuple[Values, List[ReadPlan]]]:
+        """Delta-only reads grouped by chain value: the view gets one branch per chain value
+        (all groups merged together), so its size does not grow with the number of groups."""
+        out: Dict[Values, List[ReadPlan]] = {}
+        for plan in self.delta_only():
+            out.setdefault(plan.chain, []).append(plan)
+        return sorted(out.items(), key=lambda kv: self.sort_key(kv[0]))
+
+    # ---- partition specs ---------------------------------------------------------------------
+    def resolve_spec(self, spec: Mapping[str, str]) -> Tuple[Values, List[Values]]:
+        """A partition spec -> (chain values, matching known groups). The spec must name every
+        chain key (one partition per group); group keys are optional filters."""
+        lowered = {k.lower(): v for k, v in spec.items()}
+        cols = [c.lower() for c in self.opts.partition_by]
+        unknown = [k for k in spec if k.lower() not in cols]
+        if unknown:
+            raise ChainPlanError(f"partition {dict(spec)} names {unknown}, which are not partition "
+                                 f"columns {list(self.opts.partition_by)}")
+        missing = [c for c in self.opts.chain_keys if c.lower() not in lowered]
+        if missing:
+            raise ChainPlanError(
+                f"partition {dict(spec)} matches more than one partition: chain key(s) {missing} "
+                "are not given; name exactly one chain partition")
+        chain = tuple(lowered[c.lower()] for c in self.opts.chain_keys)
+        gfilter = {i: lowered[c.lower()] for i, c in enumerate(self.opts.group_keys)
+                   if c.lower() in lowered}
+        groups = [g for g in self.groups() if all(g[i] == v for i, v in gfilter.items())]
+        return chain, groups
+
+    def plan_partition_read(self, spec: Mapping[str, str]) -> List[ReadPlan]:
+        chain, groups = self.resolve_spec(spec)
+        plans = (self.plan_read(g, chain) for g in groups)
+        return [p for p in plans if p is not None]
+
+    # ---- compaction (SPEC §3) ---------------------------------------------------------------
+    def plan_compaction(self, spec: Mapping[str, str], overwrite: bool = False) -> CompactionPlan:
+        chain, groups = self.resolve_spec(spec)
+        label = format_partition(self.opts.chain_keys, chain)
+        existing = tuple(g for g in groups if g + chain in self.snapshots)
+        with_delta = [g for g in groups if g + chain in self.deltas]
+        if existing and not overwrite:
+            where = ", ".join(self.describe_group(g) for g in existing)
+            return CompactionPlan(chain, (), existing, (), (
+                f"snapshot branch already has partition {label} ({where}); nothing written "
+                "(use overwrite: true to recompute it)"))
+        writes = tuple(p for p in (self.plan_read(g, chain, use_snapshot=False)
+                                   for g in with_delta) if p is not None)
+        kept = tuple(g for g in existing if g + chain not in self.deltas)
+        if not writes:
+            return CompactionPlan(chain, (), existing, kept, f"no data to compact for {label}")
+        return CompactionPlan(chain, writes, existing, kept,
+                              f"compacting {label} into the snapshot branch for "
+                              f"{len(writes)} group(s)")
+
+    # ---- invalidation --------------------------------------------------------------------
+    def stale_after_delta_write(self, written: Iterable[Values]) -> Dict[Values, Values]:
+        """Snapshots built on a delta partition that is being rewritten: every later snapshot of
+        the same group (their content derives from the old delta). {snapshot: delta}."""
+        stale: Dict[Values, Values] = {}
+        snaps = self.snapshot_chains()
+        for part in sorted(written):
+            g, c = self.split(part)
+            for s in snaps.get(g, []):
+                if self.sort_key(s) > self.sort_key(c):
+                    stale.setdefault(g + s, part)
+        return stale
+
+    def describe_group(self, group: Values) -> str:
+        if not group:
+            return "all rows"
+        return format_partition(self.opts.group_keys, group)

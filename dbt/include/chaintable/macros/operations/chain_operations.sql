@@ -1,0 +1,41 @@
+{#-- dbt run-operation entry points; each resolves the chain table then lets Python do the work. --#}
+
+{% macro chain_target(model=none, relation=none) %}
+  {%- if relation is not none and relation is not string -%}
+    {{ return(relation) }}
+  {%- endif -%}
+  {{ return(adapter.chain_relation(model, relation, target.schema, graph.nodes.values() | list)) }}
+{% endmacro %}
+
+{% macro compact_chain(model=none, partition=none, overwrite=false, relation=none) %}
+  {%- set rel = chain_target(model, relation) -%}
+  {%- set written = adapter.chain_compact(rel, partition, overwrite) -%}
+  {{ log("compact_chain " ~ rel ~ ": " ~ ("written" if written else "nothing written") ~ " (result: " ~ (written | string | lower) ~ ")", info=True) }}
+  {{ return(written) }}
+{% endmacro %}
+
+{% macro expire_chain(model=none, now=none, dry_run=false, relation=none) %}
+  {%- set rel = chain_target(model, relation) -%}
+  {%- for line in adapter.chain_expire(rel, now, dry_run) -%}
+    {{ log(line, info=True) }}
+  {%- endfor -%}
+{% endmacro %}
+
+{% macro chain_status(model=none, relation=none, now=none) %}
+  {%- set rel = chain_target(model, relation) -%}
+  {{ log("chain_status " ~ rel ~ "\n" ~ adapter.chain_status(rel, now), info=True) }}
+{% endmacro %}
+
+{% macro drop_chain_partition(model=none, partition=none, branch='snapshot', relation=none) %}
+  {%- set rel = chain_target(model, relation) -%}
+  {{ log(adapter.chain_drop_partition(rel, partition, branch), info=True) }}
+{% endmacro %}
+
+{#-- The full state of one partition as a subquery: `select * from {{ chain_read(ref('t'), {'dt': '20250811'}) }}`. --#}
+{% macro chain_read(relation, partition) %}
+  {%- if not execute -%}
+    {{ return("(select * from " ~ relation ~ ")") }}
+  {%- endif -%}
+  {%- set rel = chain_target(relation=relation) -%}
+  {{ return("(" ~ adapter.chain_read_sql(rel, partition) ~ ")") }}
+{% endmacro %}

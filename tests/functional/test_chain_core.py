@@ -1,0 +1,240 @@
+"""Chain runs, reads, compaction and status end to end (issue 2), exact rows."""
+import re
+
+import pytest
+
+SIMPLE = """
+{{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt']) }}
+select id, v, dt from {{ target.schema }}.changes where dt = '{{ var("dt") }}'
+"""
+
+GROUPED = """
+{{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
+          chain_partition_keys=['dt'], primary_key=['id', 'region', 'dt'],
+          chain_partition={'dt': var('dt')}) }}
+select id, v, region, dt from {{ target.schema }}.changes where dt = '{{ var("dt") }}'
+"""
+
+HOURLY = """
+{{ config(materialized='chain_incremental', partition_by=['dt', 'hour'],
+          primary_key=['id', 'dt', 'hour']) }}
+select id, v, dt, hour from {{ target.schema }}.changes
+where dt = '{{ var("dt") }}' and hour = '{{ var("hour") }}'
+"""
+
+
+def day(p, d, **kw):
+    p.dbt("run", vars={"dt": d, **kw})
+
+
+def read(p, where, cols="id, v"):
+    return p.rows(f"select {cols} from {{s}}.t where {where}")
+
+
+@pytest.fixture
+def simple(project):
+    project.table("changes", "id int, v string, dt string", [
+        (1, "a", "20250801"), (2, "b", "20250801"), (3, "c", "20250801"),
+        (2, "b2", "20250802"), (4, "d", "20250802"),
+        (1, "a3", "20250803"),
+        (3, "c4", "20250804")])
+    project.model("t", SIMPLE)
+    for d in ("20250801", "20250802", "20250803"):
+        day(project, d)
+    return project
+
+
+def test_single_key_chain_reads_every_day_full(simple):
+    p = simple
+    assert p.partitions("t__snapshot") == ["dt=20250801"]
+    assert p.partitions("t__delta") == ["dt=20250802", "dt=20250803"]
+    assert p.rows("select id, v from {s}.t__delta where dt = '20250803'") == [(1, "a3")]
+    assert read(p, "dt = '20250801'") == [(1, "a"), (2, "b"), (3, "c")]
+    assert read(p, "dt = '20250802'") == [(1, "a"), (2, "b2"), (3, "c"), (4, "d")]
+    assert read(p, "dt = '20250803'", "id, v, dt") == [
+        (1, "a3", "20250803"), (2, "b2", "20250803"), (3, "c", "20250803"), (4, "d", "20250803")]
+    # A filter on a value column applies after the merge: key 1 at 0803 is 'a3', not 'a'.
+    assert read(p, "dt = '20250803' and v = 'a'") == []
+    assert p.rows("select count(*) from {s}.t") == [(3 + 4 + 4,)]
+
+
+def test_one_partition_query_scans_only_its_anchor_and_deltas(simple):
+    p = simple
+    day(p, "20250804")
+    plan = "\n".join(r[0] for r in p.spark.sql(
+        f"EXPLAIN SELECT * FROM {p.schema}.t WHERE dt = '20250803'").collect())
+    scanned = sorted(set(re.findall(r"dt=(\d{8})", plan)))
+    assert scanned == ["20250801", "20250802", "20250803"], plan
+    plan = "\n".join(r[0] for r in p.spark.sql(
+        f"EXPLAIN SELECT * FROM {p.schema}.t WHERE dt = '20250801'").collect())
+    assert sorted(set(re.findall(r"dt=(\d{8})", plan))) == ["20250801"], plan
+
+
+def test_compaction_new_existing_overwrite_nothing(simple):
+    p = simple
+    before = read(p, "dt = '20250803'")
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}})
+    assert "compact_chain" in p.log_text() and "result: true" in p.log_text()
+    assert p.partitions("t__snapshot") == ["dt=20250801", "dt=20250803"]
+    assert p.rows("select id, v from {s}.t__snapshot where dt = '20250803'") == before
+    assert read(p, "dt = '20250803'") == before
+    assert p.partitions("t__delta") == ["dt=20250802", "dt=20250803"]  # deltas never removed
+    # Existing partition without overwrite: nothing written, reported false.
+    p.run_op("compact_chain", {"model": "t", "partition": "dt=20250803"})
+    assert "already has partition dt=20250803" in p.log_text() and "result: false" in p.log_text()
+    # Nothing to compact.
+    p.run_op("compact_chain", {"relation": f"{p.schema}.t", "partition": 'dt="20250809"'})
+    assert "no data to compact" in p.log_text() and "result: false" in p.log_text()
+    # Overwrite recomputes from the strictly earlier anchor plus deltas.
+    p.spark.sql(f"INSERT OVERWRITE TABLE {p.schema}.t__snapshot PARTITION (dt='20250803') "
+                "SELECT 99, 'corrupt'")
+    assert read(p, "dt = '20250803'") == [(99, "corrupt")]
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}, "overwrite": True})
+    assert read(p, "dt = '20250803'") == before
+    # Later deltas now anchor on the compacted day.
+    day(p, "20250804")
+    assert read(p, "dt = '20250804'") == [(1, "a3"), (2, "b2"), (3, "c4"), (4, "d")]
+
+
+def test_idempotent_rerun_and_delta_rewrite_invalidates_snapshot(simple):
+    p = simple
+    day(p, "20250803")
+    assert p.rows("select id, v from {s}.t__delta where dt = '20250803'") == [(1, "a3")]
+    assert read(p, "dt = '20250803'") == [(1, "a3"), (2, "b2"), (3, "c"), (4, "d")]
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}})
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250802"}})
+    # Backfill: rewrite delta 0802 with new content.
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (5, 'e', '20250802')")
+    day(p, "20250802")
+    assert p.partitions("t__snapshot") == ["dt=20250801", "dt=20250803"]  # 0802 invalidated
+    assert read(p, "dt = '20250802'") == [(1, "a"), (2, "b2"), (3, "c"), (4, "d"), (5, "e")]
+    p.run_op("chain_status", {"model": "t"})
+    assert "dt=20250803  (delta dt=20250802 rewritten)" in p.log_text()
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}, "overwrite": True})
+    assert (5, "e") in read(p, "dt = '20250803'")
+    p.run_op("chain_status", {"model": "t"})
+    assert "stale" not in p.log_text()
+
+
+def test_group_partitions_and_empty_days(project):
+    p = project
+    p.table("changes", "id int, v string, region string, dt string", [
+        (1, "a", "CN", "20250801"), (2, "b", "US", "20250801"),
+        (1, "a2", "CN", "20250802"),
+        (3, "c", "EU", "20250803"), (2, "b3", "US", "20250803")])
+    p.model("t", GROUPED)
+    for d in ("20250801", "20250802", "20250803", "20250804"):
+        day(p, d)
+    # Every known group gets a (possibly empty) delta each day: each day reads as a full day.
+    assert p.partitions("t__delta") == [
+        "region=CN/dt=20250802", "region=CN/dt=20250803", "region=CN/dt=20250804",
+        "region=EU/dt=20250803", "region=EU/dt=20250804",
+        "region=US/dt=20250802", "region=US/dt=20250803", "region=US/dt=20250804"]
+    full = "id, v, region"
+    assert read(p, "dt = '20250802'", full) == [(1, "a2", "CN"), (2, "b", "US")]
+    assert read(p, "dt = '20250804'", full) == [(1, "a2", "CN"), (2, "b3", "US"), (3, "c", "EU")]
+    assert read(p, "dt = '20250804' and region = 'US'", full) == [(2, "b3", "US")]
+    # Partial spec: compacts every group.
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}})
+    assert [x for x in p.partitions("t__snapshot") if "20250803" in x] == [
+        "region=CN/dt=20250803", "region=EU/dt=20250803", "region=US/dt=20250803"]
+    assert read(p, "dt = '20250804'", full) == [(1, "a2", "CN"), (2, "b3", "US"), (3, "c", "EU")]
+    # One group only, with overwrite.
+    p.run_op("compact_chain", {"model": "t", "partition": {"region": "US", "dt": "20250804"}})
+    assert [x for x in p.partitions("t__snapshot") if "20250804" in x] == ["region=US/dt=20250804"]
+    assert p.rows("select * from " + "{s}.t where dt='20250804'") == p.rows(
+        "select * from " + "{s}.t where dt='20250804'")
+    p.run_op("chain_status", {"model": "t"})
+    assert "region=CN" in p.log_text() and "chain length" in p.log_text()
+
+
+def test_multi_key_hourly_chain(project):
+    p = project
+    p.table("changes", "id int, v string, dt string, hour string", [
+        (1, "a", "20250801", "22"), (2, "b", "20250801", "22"),
+        (1, "a23", "20250801", "23"),
+        (3, "c", "20250802", "00")])
+    p.model("t", HOURLY)
+    for d, h in (("20250801", "22"), ("20250801", "23"), ("20250802", "00")):
+        day(p, d, hour=h)
+    assert read(p, "dt = '20250802' and hour = '00'") == [(1, "a23"), (2, "b"), (3, "c")]
+    assert read(p, "dt = '20250801' and hour = '23'") == [(1, "a23"), (2, "b")]
+    p.run_op("compact_chain", {"model": "t", "partition": 'dt="20250801",hour="23"'})
+    assert p.partitions("t__snapshot") == ["dt=20250801/hour=22", "dt=20250801/hour=23"]
+    assert read(p, "dt = '20250802' and hour = '00'") == [(1, "a23"), (2, "b"), (3, "c")]
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250801"}}, expect_ok=False)
+    assert "more than one partition" in p.log_text()
+
+
+def test_downstream_ref_dbt_test_and_chain_read(simple):
+    p = simple
+    p.model("downstream", """
+        select * from {{ chain_read(ref('t'), {'dt': '20250802'}) }}
+        """)
+    p.file("models/schema.yml", """
+        version: 2
+        models:
+          - name: t
+            columns:
+              - name: id
+                data_tests:
+                  - unique:
+                      config: {where: "dt = '20250803'"}
+                  - not_null
+        """)
+    p.dbt("run", "--select", "downstream", vars={"dt": "20250803"})
+    assert p.rows("select id, v, dt from {s}.downstream") == [
+        (1, "a", "20250802"), (2, "b2", "20250802"), (3, "c", "20250802"), (4, "d", "20250802")]
+    p.dbt("test", vars={"dt": "20250803"})
+
+
+def test_full_refresh_rewrites_snapshot_and_is_incremental(project):
+    p = project
+    p.table("changes", "id int, v string, dt string", [(1, "a", "20250801"), (1, "b", "20250802")])
+    p.model("t", """
+        {{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt']) }}
+        select id, v || '{{ "-inc" if is_incremental() else "-full" }}' as v, dt
+        from {{ target.schema }}.changes where dt = '{{ var("dt") }}'
+        """)
+    day(p, "20250801")
+    day(p, "20250802")
+    assert read(p, "dt = '20250802'") == [(1, "b-inc")]
+    p.dbt("run", "--full-refresh", vars={"dt": "20250802"})
+    assert p.partitions("t__snapshot") == ["dt=20250802"] and p.partitions("t__delta") == []
+    assert read(p, "dt = '20250802'") == [(1, "b-full")]
+
+
+@pytest.mark.parametrize("config,message", [
+    ("partition_by=['dt'], primary_key=['id']", "must contain every partition column"),
+    ("primary_key=['id', 'dt']", "partition_by is required"),
+    ("partition_by=['region', 'dt'], chain_partition_keys=['region'], primary_key=['id','region','dt']",
+     "contiguous suffix"),
+    ("partition_by=['dt'], primary_key=['id','dt'], partition_expiration_time='30 d'",
+     "partition_timestamp_pattern"),
+    ("partition_by=['dt'], primary_key=['id','dt'], merge_engine='first-row', sequence_field='v'",
+     "first-row"),
+    ("partition_by=['dt'], primary_key=['id','dt'], merge_engine='aggregation', sequence_field='v', "
+     "aggregate_functions={'v': 'max'}", "sequence_field"),
+    ("partition_by=['dt'], primary_key=['id','dt'], sequence_field='nope'", "'nope'"),
+])
+def test_invalid_configs_fail_before_writing(project, config, message):
+    p = project
+    p.table("changes", "id int, v string, region string, dt string", [(1, "a", "CN", "20250801")])
+    p.model("t", f"""
+        {{{{ config(materialized='chain_incremental', {config}) }}}}
+        select * from {{{{ target.schema }}}}.changes
+        """)
+    p.dbt("run", expect_ok=False)
+    assert message in p.log_text() and "'t'" in p.log_text()
+    assert p.rows(f"show tables in {p.schema} like 't__*'") == []
+
+
+def test_bad_rows_refused_and_nothing_written(simple):
+    p = simple
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (null, 'x', '20250805'), "
+                "(7, 'x', '20250806'), (7, 'y', '20250806')")
+    p.dbt("run", vars={"dt": "20250805"}, expect_ok=False)
+    assert "NULL in primary key column(s) ['id']" in p.log_text()
+    p.dbt("run", vars={"dt": "20250806"}, expect_ok=False)
+    assert "2 rows for key (id=7, dt='20250806')" in p.log_text()
+    assert p.partitions("t__delta") == ["dt=20250802", "dt=20250803"]
