@@ -45,6 +45,7 @@ def spark(spark_root):
     for k, v in session_params(spark_root).items():
         builder = builder.config(k, v)
     session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
 

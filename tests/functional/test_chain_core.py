@@ -58,16 +58,29 @@ def test_single_key_chain_reads_every_day_full(simple):
     assert p.rows("select count(*) from {s}.t") == [(3 + 4 + 4,)]
 
 
+def scanned_partitions(p, query):
+    """Partition values in the PartitionFilters of every scan of the physical plan; fails if a
+    scan has no partition filter (it would read the whole history)."""
+    plan = "\n".join(r[0] for r in p.spark.sql(f"EXPLAIN {query}").collect())
+    scans = [line for line in plan.splitlines() if "FileScan" in line]
+    assert scans, plan
+    values = set()
+    for scan in scans:
+        filters = re.search(r"PartitionFilters: \[([^\]]*)\]", scan)
+        assert filters and filters.group(1), f"scan without partition filter:\n{scan}"
+        values |= set(re.findall(r"\b(\d{8})\b", filters.group(1)))
+    return sorted(values)
+
+
 def test_one_partition_query_scans_only_its_anchor_and_deltas(simple):
     p = simple
     day(p, "20250804")
-    plan = "\n".join(r[0] for r in p.spark.sql(
-        f"EXPLAIN SELECT * FROM {p.schema}.t WHERE dt = '20250803'").collect())
-    scanned = sorted(set(re.findall(r"dt=(\d{8})", plan)))
-    assert scanned == ["20250801", "20250802", "20250803"], plan
-    plan = "\n".join(r[0] for r in p.spark.sql(
-        f"EXPLAIN SELECT * FROM {p.schema}.t WHERE dt = '20250801'").collect())
-    assert sorted(set(re.findall(r"dt=(\d{8})", plan))) == ["20250801"], plan
+    assert scanned_partitions(p, f"SELECT * FROM {p.schema}.t WHERE dt = '20250803'") == [
+        "20250801", "20250802", "20250803"]
+    assert scanned_partitions(p, f"SELECT * FROM {p.schema}.t WHERE dt = '20250801'") == ["20250801"]
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}})
+    assert scanned_partitions(p, f"SELECT * FROM {p.schema}.t WHERE dt = '20250804'") == [
+        "20250803", "20250804"]
 
 
 def test_compaction_new_existing_overwrite_nothing(simple):

@@ -303,6 +303,13 @@ class ChainTableAdapter(SparkAdapter):
     def chain_plan_write(self, run: ChainRun) -> str:
         """Check the staged rows, create the branches if needed, prepare the partitions this run
         writes besides the model's rows; returns the main INSERT for the materialization to run."""
+        try:
+            return self._plan_write(run)
+        except ChainConfigError:
+            self._run(f"DROP TABLE IF EXISTS {run.tables.stage}")  # refused: leave nothing behind
+            raise
+
+    def _plan_write(self, run: ChainRun) -> str:
         tables, opts = run.tables, run.opts
         stage_cols = self._describe(tables.stage)
         opts.validate_columns(run.model, [c for c, _ in stage_cols])
