@@ -229,22 +229,36 @@ class ChainTableAdapter(SparkAdapter):
             raise ChainConfigError(
                 f"chain_incremental model '{model}': NULL in primary key column(s) {bad}, e.g. key "
                 f"{self._key_text(opts.primary_key, rows[0])}; nothing was written")
-        if opts.merge_engine != "aggregation":
-            undecided = list(opts.primary_key)
-            if opts.sequence_field:
-                undecided.append(opts.sequence_field)
-            kind = (f", CASE WHEN {q(opts.rowkind_field)} IN ('-U', '-D') THEN 0 ELSE 1 END"
-                    if opts.rowkind_field else "")
-            rows = self._fetch(
-                f"SELECT {cols_sql(undecided)}, count(*) FROM {stage} GROUP BY {cols_sql(undecided)}"
-                f"{kind} HAVING count(*) > 1 LIMIT 1")
-            if rows:
-                what = "sequence value" if opts.sequence_field else "partition"
-                raise ChainConfigError(
-                    f"chain_incremental model '{model}': {rows[0][-1]} rows for key "
-                    f"{self._key_text(undecided, rows[0])} in one partition with the same {what}; "
-                    "the merge order cannot decide between them (add a sequence_field or dedupe "
-                    "the model); nothing was written")
+        from dbt.adapters.chaintable import merge  # the merge rules decide what is refused
+
+        names = [c for c, _ in columns]
+        source = f"SELECT * FROM {stage}"
+        sql = merge.bad_kind_sql(opts, source)
+        rows = self._fetch(sql) if sql else []
+        if rows:
+            raise ChainConfigError(
+                f"chain_incremental model '{model}': rowkind_field '{opts.rowkind_field}' must be "
+                f"one of {list(merge.ROW_KINDS)}, got {rows[0][-1]!r} for key "
+                f"{self._key_text(opts.primary_key, rows[0])}; nothing was written")
+        sql = merge.refused_sql(opts, names, source)
+        rows = self._fetch(sql) if sql else []
+        if rows:
+            raise ChainConfigError(
+                f"chain_incremental model '{model}': {merge.refusal(opts, names)}; got a "
+                f"{rows[0][-1]!r} row for key {self._key_text(opts.primary_key, rows[0])}; "
+                "nothing was written")
+        sql = merge.tied_sql(opts, names, source)
+        rows = self._fetch(sql) if sql else []
+        if rows:
+            shown = list(opts.primary_key) + ([opts.sequence_field] if opts.sequence_field else [])
+            same = " with the same sequence value" if opts.sequence_field else ""
+            differ = (" that differ in order-sensitive columns"
+                      if opts.merge_engine == "aggregation" else "")
+            raise ChainConfigError(
+                f"chain_incremental model '{model}': {rows[0][-1]} rows for key "
+                f"{self._key_text(shown, rows[0])} in one partition{same}{differ}; "
+                "the merge order cannot decide between them (add a sequence_field or dedupe "
+                "the model); nothing was written")
         chain_partition = run.config.get("chain_partition")
         if chain_partition:
             spec = parse_partition_spec(chain_partition)
@@ -349,7 +363,10 @@ class ChainTableAdapter(SparkAdapter):
 
     @staticmethod
     def _snapshot_write_needs_merge(opts: ChainOptions) -> bool:
-        return bool(opts.rowkind_field or opts.sequence_field or opts.merge_engine != "deduplicate")
+        """A model's rows written to the snapshot branch are raw input: they need merging when
+        a key may have several rows in a partition (allowed with a sequence or rowkind field;
+        otherwise _check_stage refuses them) and always for aggregation (count counts rows)."""
+        return bool(opts.rowkind_field or opts.sequence_field or opts.merge_engine == "aggregation")
 
     @staticmethod
     def _table_order(cols: List[Tuple[str, str]], opts: ChainOptions) -> List[Tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""SQL of the chain merge (SPEC §2 rule 6), the one place that decides which version of a key wins.
+"""SQL of the chain merge (SPEC §2 rule 6), the one place that decides what a key's rows merge to.
 
 `merge_sql` is used by every read (the view, chain_read) and by compaction, so a day reads the
 same whether it is merged on read or compacted.
@@ -6,17 +6,52 @@ same whether it is merged on read or compacted.
 Plan shape, chosen for the common case of a small delta over a large anchor:
   anchor rows whose key is not in the deltas   -> passed through (LEFT ANTI JOIN against the
                                                   deltas' keys: broadcast, the anchor is never
-                                                  shuffled)
+                                                  shuffled). Merging one anchor row gives that
+                                                  row back for every engine, so this is exact.
   anchor rows whose key is in the deltas + all delta rows -> merged per key (one small shuffle)
+
+Per key, the rows go through three steps:
+  1. prepare: mark retractions (-U/-D; an anchor row never is one: it is merged state), drop the
+     rows the engine ignores, and raise on retractions the engine refuses;
+  2. rank: number the rows in merge order (`order_terms`: sequence, then partition, then
+     -U/-D before +I/+U);
+  3. merge per engine:
+     deduplicate     the latest row; a winning -U/-D removes the key.
+     first-row       the earliest row; -U/-D are ignored (ours: Paimon refuses them unless
+                     'ignore-delete'; a first row cannot be retracted anyway, and ignoring keeps
+                     first-row usable on CDC input with -U/+U pairs).
+     partial-update  per column the latest non-null value (see `_partial_update` for deletes).
+     aggregation     per column its aggregate function (see `_aggregate`).
+
+Two kinds of input rows exist: delta rows (and the rows of a model written straight to the
+snapshot branch) are raw input; an anchor row is the already merged state of its key. Only the
+`count` aggregate has to tell them apart (a raw row counts one, an anchor row carries a count),
+which is what the ANCHOR column is for.
+
+A compacted day always equals its merged read. A compacted snapshot keeps no trace of deleted
+keys, though (as in Paimon): a later delta row for such a key with a sequence value LOWER than
+that of the delete is shadowed by the delete while the chain reaches back past it, and comes
+back once the day of the delete is compacted and becomes the anchor.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence
 
-from dbt.adapters.chaintable.options import ChainOptions
+from dbt.adapters.chaintable.options import RETRACTABLE_FUNCTIONS, ChainOptions
 
+ROW_KINDS = ("+I", "-U", "+U", "-D")
 RETRACT_KINDS = ("-U", "-D")
-RN = "__chain_rn"
+# Aggregates whose result depends on the order of their inputs (the rest are commutative).
+ORDER_SENSITIVE_FUNCTIONS = ("first_value", "last_value", "first_non_null_value",
+                             "last_non_null_value", "listagg")
+LISTAGG_DELIMITER = ","  # Paimon's default 'list-agg-delimiter'
+
+ANCHOR = "__chain_anchor"    # true for rows of the anchor snapshot partition (merged state)
+RETRACT = "__chain_retract"  # true for a -U/-D delta row
+ORD = "__chain_ord"          # rank of the row among its key's rows (1 = earliest or latest)
+RESET = "__chain_reset"      # partial-update: position of the key's last -D
+
+Types = Optional[Mapping[str, str]]
 
 
 def q(name: str) -> str:
@@ -28,8 +63,12 @@ def cols_sql(columns: Sequence[str], alias: Optional[str] = None) -> str:
     return ", ".join(prefix + q(c) for c in columns)
 
 
+def _lower(names: Sequence[str]) -> set:
+    return {n.lower() for n in names}
+
+
 def is_retract(opts: ChainOptions, alias: str = "") -> str:
-    """SQL predicate: the row is a -U/-D (false when there is no rowkind field)."""
+    """SQL predicate on a raw row: it is a -U/-D (false when there is no rowkind field)."""
     if not opts.rowkind_field:
         return "false"
     prefix = f"{alias}." if alias else ""
@@ -38,49 +77,290 @@ def is_retract(opts: ChainOptions, alias: str = "") -> str:
 
 
 def order_terms(opts: ChainOptions, descending: bool = True) -> List[str]:
-    """Rule 6: higher sequence wins; on a tie the later partition; then -U/-D before +I/+U
-    (so +I/+U win a tie). `descending` puts the winner first."""
-    d = "DESC" if descending else "ASC"
-    nulls = "NULLS LAST" if descending else "NULLS FIRST"
-    terms = []
-    if opts.sequence_field:
-        terms.append(f"{q(opts.sequence_field)} {d} {nulls}")
-    terms += [f"{q(c)} {d}" for c in opts.chain_keys]
+    """Rule 6, over prepared rows: higher sequence wins; on a tie the later partition (the anchor
+    is earlier than every delta); then -U/-D before +I/+U, so +I/+U win a full tie. A NULL
+    sequence is the lowest. `descending` puts the latest row first."""
+    d, nulls = ("DESC", "NULLS LAST") if descending else ("ASC", "NULLS FIRST")
+    return [f"{t} {d} {nulls}" for t in _order_exprs(opts)]
+
+
+def _order_exprs(opts: ChainOptions, partition: bool = True) -> List[str]:
+    exprs = [q(opts.sequence_field)] if opts.sequence_field else []
+    exprs += [q(c) for c in opts.chain_keys] if partition else []
     if opts.rowkind_field:
-        terms.append(f"CASE WHEN {is_retract(opts)} THEN 0 ELSE 1 END {d}")
-    return terms
+        exprs.append(f"CASE WHEN {RETRACT} THEN 0 ELSE 1 END")
+    return exprs
 
 
-def key_join(opts: ChainOptions, left: str, right: str) -> str:
-    return " AND ".join(f"{left}.{q(k)} = {right}.{q(k)}" for k in opts.merge_keys) or "true"
+# ---- which rows an engine ignores or refuses ----------------------------------------------------
+def value_columns(opts: ChainOptions, columns: Sequence[str]) -> List[str]:
+    """Columns an engine merges: all but the primary key and the sequence and rowkind fields."""
+    system = [c for c in (opts.sequence_field, opts.rowkind_field) if c]
+    skip = _lower(list(opts.primary_key) + system)
+    return [c for c in columns if c.lower() not in skip]
 
 
-def merge_rows_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> str:
-    """One merged row per merge key of `source_sql` (rows with `columns`), deleted keys removed.
-    The chain key columns of a result row are those of the winning row (callers relabel)."""
-    keys = ", ".join(q(k) for k in opts.merge_keys) or "1"
+def _ignored(opts: ChainOptions) -> Optional[str]:
+    """Predicate (over prepared rows) for the rows an engine drops before merging."""
+    if not opts.rowkind_field:
+        return None
     if opts.merge_engine == "first-row":
-        # The first row per key wins; retractions cannot undo it (Paimon's first-row ignores them).
-        order = ", ".join(order_terms(opts, descending=False))
-        return (f"SELECT {cols_sql(columns)} FROM (SELECT *, row_number() OVER (PARTITION BY {keys} "
-                f"ORDER BY {order}) AS {RN} FROM ({source_sql}) __s WHERE NOT {is_retract(opts)}) "
-                f"__r WHERE {RN} = 1")
-    order = ", ".join(order_terms(opts))
-    return (f"SELECT {cols_sql(columns)} FROM (SELECT *, row_number() OVER (PARTITION BY {keys} "
-            f"ORDER BY {order}) AS {RN} FROM ({source_sql}) __s) __r "
-            f"WHERE {RN} = 1 AND NOT {is_retract(opts)}")
+        return RETRACT
+    if opts.merge_engine == "partial-update":
+        if opts.ignore_delete:
+            return RETRACT
+        if opts.remove_record_on_delete:
+            return f"({RETRACT} AND {q(opts.rowkind_field)} = '-U')"
+    return None
+
+
+def refusal(opts: ChainOptions, columns: Sequence[str]) -> Optional[str]:
+    """Why this table cannot take a -U/-D row, or None when it can. Checked on the staged rows
+    before a run writes anything, and again (raise_error) when a merge meets such a row."""
+    if not opts.rowkind_field:
+        return None
+    if opts.merge_engine == "partial-update" and not (opts.ignore_delete or
+                                                     opts.remove_record_on_delete):
+        return ("merge_engine 'partial-update' cannot take -U/-D rows; set "
+                "partial_update_ignore_delete or partial_update_remove_record_on_delete")
+    if opts.merge_engine == "aggregation":
+        ignored = _lower(opts.ignore_retract)
+        bad = [f"{c}: {opts.aggregate_function(c)}" for c in value_columns(opts, columns)
+               if opts.aggregate_function(c) not in RETRACTABLE_FUNCTIONS
+               and c.lower() not in ignored]
+        if bad:
+            return (f"aggregate functions cannot retract -U/-D rows ({', '.join(bad)}); only "
+                    f"{', '.join(RETRACTABLE_FUNCTIONS)} can, list other columns in ignore_retract")
+    return None
+
+
+def _key_text_sql(columns: Sequence[str]) -> str:
+    parts = [f"'{c}=', coalesce(CAST({q(c)} AS STRING), 'NULL')" for c in columns]
+    return "concat('(', " + ", ', ', ".join(parts) + ", ')')"
+
+
+def _prepared(opts: ChainOptions, columns: Sequence[str], source_sql: str,
+              refuse: bool = True) -> str:
+    """`source_sql` rows (columns + ANCHOR) with RETRACT; rows the engine ignores are dropped;
+    with `refuse`, a retraction the engine refuses fails the query, naming the key."""
+    marked = (f"SELECT {cols_sql(columns)}, {ANCHOR}, "
+              f"(NOT {ANCHOR} AND {is_retract(opts)}) AS {RETRACT} FROM ({source_sql}) __s")
+    where = []
+    ignored = _ignored(opts)
+    if ignored:
+        where.append(f"NOT {ignored}")
+    reason = refusal(opts, columns) if refuse else None
+    if reason:
+        msg = (f"concat('chain merge: ', {_sql_str(reason)}, '; got ', "
+               f"{q(opts.rowkind_field)}, ' for key ', {_key_text_sql(opts.primary_key)})")
+        where.append(f"CASE WHEN {RETRACT} THEN raise_error({msg}) ELSE true END")
+    if not where:
+        return marked
+    return f"SELECT * FROM ({marked}) __m WHERE " + " AND ".join(where)
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _keys(keys: Sequence[str]) -> str:
+    """Grouping of a key's rows; a constant when the primary key is the partition columns."""
+    return cols_sql(keys) if keys else "true"
+
+
+def _ranked(opts: ChainOptions, columns: Sequence[str], source_sql: str, keys: Sequence[str],
+            latest_first: bool) -> str:
+    order = ", ".join(order_terms(opts, descending=latest_first))
+    return (f"SELECT *, row_number() OVER (PARTITION BY {_keys(keys)} ORDER BY {order}) AS {ORD} "
+            f"FROM ({_prepared(opts, columns, source_sql)}) __p")
+
+
+# ---- the engines --------------------------------------------------------------------------------
+def _pick_one(opts: ChainOptions, columns: Sequence[str], source_sql: str,
+              keys: Sequence[str]) -> str:
+    """deduplicate: the latest row, dropped when it is a -U/-D. first-row: the earliest row
+    (its -U/-D were dropped in `_prepared`)."""
+    latest = opts.merge_engine != "first-row"
+    ranked = _ranked(opts, columns, source_sql, keys, latest_first=latest)
+    keep = f"{ORD} = 1" + (f" AND NOT {RETRACT}" if latest else "")
+    return f"SELECT {cols_sql(columns)} FROM ({ranked}) __r WHERE {keep}"
+
+
+def _partial_update(opts: ChainOptions, columns: Sequence[str], source_sql: str,
+                    keys: Sequence[str]) -> str:
+    """Per column the latest non-null value in merge order, over the rows that count:
+    - partial_update_ignore_delete: -U/-D rows are ignored (dropped in `_prepared`);
+    - partial_update_remove_record_on_delete: a -D ends the record: only rows after the key's
+      last -D count (they start a fresh record), and a key whose last row is a -D is gone.
+      A -U is ignored (as in Paimon): it is the old image of an update whose +U follows, and
+      resetting on it would drop every column the +U leaves NULL;
+    - neither: -U/-D rows are refused (`refusal`).
+    The sequence and rowkind fields are merged like any column (latest non-null), so a merged
+    row carries the highest sequence and the kind (+I/+U) of its latest row."""
+    ranked = _ranked(opts, columns, source_sql, keys, latest_first=False)
+    counted = f"NOT {RETRACT}"
+    if opts.remove_record_on_delete and not opts.ignore_delete:
+        ranked = (f"SELECT *, max(CASE WHEN {RETRACT} THEN {ORD} END) OVER "
+                  f"(PARTITION BY {_keys(keys)}) AS {RESET} FROM ({ranked}) __d")
+        counted += f" AND {ORD} > coalesce({RESET}, 0)"
+    key_set = _lower(keys)
+    exprs = [q(c) if c.lower() in key_set else
+             f"max_by({q(c)}, CASE WHEN {q(c)} IS NOT NULL THEN {ORD} END) AS {q(c)}"
+             for c in columns]
+    return (f"SELECT {', '.join(exprs)} FROM ({ranked}) __r WHERE {counted} "
+            f"GROUP BY {_keys(keys)}")
+
+
+def _aggregation(opts: ChainOptions, columns: Sequence[str], source_sql: str,
+                 keys: Sequence[str], types: Types) -> str:
+    """Each value column aggregated with its function (`_aggregate`). Chain key columns come
+    from the latest row (callers relabel them), the sequence field is the highest sequence seen,
+    the rowkind field the kind of the latest +I/+U row ('+I' if there is none), so a merged
+    row is never read back as a retraction. A key stays even when retractions cancel it out
+    (Paimon without 'aggregation.remove-record-on-delete')."""
+    ranked = _ranked(opts, columns, source_sql, keys, latest_first=False)
+    key_set, values = _lower(keys), _lower(value_columns(opts, columns))
+    exprs = []
+    for c in columns:
+        if c.lower() in key_set:
+            exprs.append(q(c))
+            continue
+        if c.lower() in values:
+            expr = _cast(_aggregate(opts, c), opts.aggregate_function(c), c, types)
+        elif opts.sequence_field and c.lower() == opts.sequence_field.lower():
+            expr = f"max({q(c)})"
+        elif opts.rowkind_field and c.lower() == opts.rowkind_field.lower():
+            expr = f"coalesce(max_by({q(c)}, CASE WHEN NOT {RETRACT} THEN {ORD} END), '+I')"
+        else:  # chain keys
+            expr = f"max_by({q(c)}, {ORD})"
+        exprs.append(f"{expr} AS {q(c)}")
+    return f"SELECT {', '.join(exprs)} FROM ({ranked}) __r GROUP BY {_keys(keys)}"
+
+
+def _aggregate(opts: ChainOptions, column: str) -> str:
+    """One column's aggregate over a key's ranked rows (Paimon's field aggregators).
+
+    NULL inputs are skipped (a column of only NULLs stays NULL; count gives 0). An anchor row is
+    one input carrying the state so far: sum(anchor, deltas), max(anchor, deltas), ..., which
+    is exact because every function is associative. Retractions: sum subtracts, product
+    divides, count subtracts one per non-null retracted value; a column in ignore_retract skips
+    retractions; any other function never sees one (`refusal`). Order-sensitive functions
+    (first/last, listagg) follow merge order."""
+    c, fn = q(column), opts.aggregate_function(column)
+    ignore = column.lower() in _lower(opts.ignore_retract)
+    added = f"CASE WHEN NOT {RETRACT} THEN {c} END"
+    if fn == "sum":
+        return f"sum({added})" if ignore else f"sum(CASE WHEN {RETRACT} THEN -{c} ELSE {c} END)"
+    if fn == "count":
+        retracted = "0" if ignore else "-1"
+        return (f"sum(CASE WHEN {ANCHOR} THEN coalesce({c}, 0) WHEN {c} IS NULL THEN 0 "
+                f"WHEN {RETRACT} THEN {retracted} ELSE 1 END)")
+    if fn == "product":
+        def prod(rows: str) -> str:
+            return (f"aggregate(collect_list(CASE WHEN {rows} THEN CAST({c} AS DOUBLE) END), "
+                    "CAST(1 AS DOUBLE), (__acc, __x) -> __acc * __x)")
+        inputs = added if ignore else c
+        value = prod(f"NOT {RETRACT}") if ignore else \
+            f"try_divide({prod(f'NOT {RETRACT}')}, {prod(RETRACT)})"
+        return f"CASE WHEN count({inputs}) = 0 THEN NULL ELSE {value} END"
+    if fn in ("max", "min", "bool_and", "bool_or"):
+        return f"{fn}({added})"
+    if fn == "listagg":
+        return f"listagg({added}, '{LISTAGG_DELIMITER}') WITHIN GROUP (ORDER BY {ORD})"
+    position = f"NOT {RETRACT}" + (f" AND {c} IS NOT NULL" if fn.endswith("non_null_value") else "")
+    pick = "min_by" if fn.startswith("first") else "max_by"
+    return f"{pick}({c}, CASE WHEN {position} THEN {ORD} END)"
+
+
+_INTEGRAL = ("tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long")
+
+
+def _cast(expr: str, fn: str, column: str, types: Types) -> str:
+    """sum, count and product compute in a wider type (bigint, double); the merged column keeps
+    the table's type so that the view and the compacted snapshot match the branches."""
+    if fn not in ("sum", "count", "product") or not types:
+        return expr
+    spark_type = {k.lower(): v for k, v in types.items()}.get(column.lower())
+    if not spark_type:
+        return expr
+    if fn == "product" and spark_type.lower() in _INTEGRAL:
+        expr = f"round({expr})"  # a double product of integers may miss by an ulp
+    return f"CAST({expr} AS {spark_type})"
+
+
+# ---- public API ---------------------------------------------------------------------------------
+def _merge(opts: ChainOptions, columns: Sequence[str], source_sql: str, keys: Sequence[str],
+           types: Types) -> str:
+    if opts.merge_engine == "partial-update":
+        return _partial_update(opts, columns, source_sql, keys)
+    if opts.merge_engine == "aggregation":
+        return _aggregation(opts, columns, source_sql, keys, types)
+    return _pick_one(opts, columns, source_sql, keys)
+
+
+def merge_rows_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str,
+                   types: Types = None, by_partition: bool = False) -> str:
+    """One merged row per merge key of `source_sql` (raw rows with `columns`), deleted keys
+    removed. The chain key columns of a result row are those of its latest row (callers
+    relabel). `types` ({column: spark type}) keeps aggregated columns in their type.
+    `by_partition` merges each partition's rows on their own (a model's rows written straight
+    to the snapshot branch: each partition is a full state)."""
+    keys = list(opts.primary_key) if by_partition else list(opts.merge_keys)
+    raw = f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({source_sql}) __raw"
+    return _merge(opts, columns, raw, keys, types)
 
 
 def merge_sql(opts: ChainOptions, columns: Sequence[str], anchor_sql: Optional[str],
-              delta_sql: str) -> str:
+              delta_sql: str, types: Types = None) -> str:
     """Full state over an anchor (may be None) and deltas, both SELECTs yielding `columns`."""
     if anchor_sql is None:
-        return merge_rows_sql(opts, columns, delta_sql)
-    keys = cols_sql(opts.merge_keys)
-    touched = f"(SELECT DISTINCT {keys} FROM ({delta_sql}) __dk)"
+        return merge_rows_sql(opts, columns, delta_sql, types)
+    keys = list(opts.merge_keys)
+    on = " AND ".join(f"__a.{q(k)} = __d.{q(k)}" for k in keys) or "true"
+    touched = f"(SELECT DISTINCT {cols_sql(keys) or 'true AS __chain_any'} FROM ({delta_sql}) __dk)"
     untouched = (f"SELECT {cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
-                 f"LEFT ANTI JOIN {touched} __d ON {key_join(opts, '__a', '__d')}")
-    contested = (f"SELECT {cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
-                 f"LEFT SEMI JOIN {touched} __d ON {key_join(opts, '__a', '__d')} "
-                 f"UNION ALL {delta_sql}")
-    return f"{untouched} UNION ALL {merge_rows_sql(opts, columns, contested)}"
+                 f"LEFT ANTI JOIN {touched} __d ON {on}")
+    contested = (f"SELECT {cols_sql(columns, '__a')}, true AS {ANCHOR} FROM ({anchor_sql}) __a "
+                 f"LEFT SEMI JOIN {touched} __d ON {on} "
+                 f"UNION ALL SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e")
+    return f"{untouched} UNION ALL {_merge(opts, columns, contested, keys, types)}"
+
+
+# ---- checks on staged rows (impl._check_stage), before anything is written ----------------------
+def bad_kind_sql(opts: ChainOptions, source_sql: str) -> Optional[str]:
+    """First row whose rowkind field is not one of +I, -U, +U, -D (NULL included)."""
+    if not opts.rowkind_field:
+        return None
+    kind, kinds = q(opts.rowkind_field), ", ".join(f"'{k}'" for k in ROW_KINDS)
+    return (f"SELECT {cols_sql(opts.primary_key)}, {kind} FROM ({source_sql}) __s "
+            f"WHERE NOT coalesce({kind} IN ({kinds}), false) LIMIT 1")
+
+
+def refused_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> Optional[str]:
+    """First -U/-D row when the table refuses them (`refusal`): primary key, then its kind."""
+    if not refusal(opts, columns):
+        return None
+    return (f"SELECT {cols_sql(opts.primary_key)}, {q(opts.rowkind_field)} FROM ({source_sql}) "
+            f"__s WHERE {is_retract(opts)} LIMIT 1")
+
+
+def tied_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> Optional[str]:
+    """First key with rows the merge order cannot tell apart: same primary key (so the same
+    partition), same sequence value and same kind class. Returns the primary key, the sequence
+    value (if any) and the row count. Aggregation is commutative, so its ties only matter when
+    the rows differ in an order-sensitive column (first/last, listagg, the rowkind field):
+    many raw rows per key and day are its normal input. Rows the engine ignores never tie."""
+    shown = list(opts.primary_key) + ([opts.sequence_field] if opts.sequence_field else [])
+    having = "count(*) > 1"
+    if opts.merge_engine == "aggregation":
+        sensitive = [c for c in value_columns(opts, columns)
+                     if opts.aggregate_function(c) in ORDER_SENSITIVE_FUNCTIONS]
+        sensitive += [opts.rowkind_field] if opts.rowkind_field else []
+        if not sensitive:
+            return None
+        having += f" AND count(DISTINCT struct({cols_sql(sensitive)})) > 1"
+    raw = f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({source_sql}) __raw"
+    rows = _prepared(opts, columns, raw, refuse=False)
+    group = [q(c) for c in opts.primary_key] + _order_exprs(opts, partition=False)
+    return (f"SELECT {cols_sql(shown)}, count(*) FROM ({rows}) __t GROUP BY {', '.join(group)} "
+            f"HAVING {having} LIMIT 1")

@@ -156,11 +156,20 @@ class ChainOptions:
                            f"function ('{fn}')")
             if col in primary_key:
                 raise fail(f"column '{col}' is a primary key column and cannot be aggregated")
+            if col == rowkind_field:
+                raise fail(f"column '{col}' is the rowkind_field and cannot have an aggregate "
+                           f"function ('{fn}'): a merged row is always an insert")
         ignore_retract_raw = config.get("ignore_retract") or ()
         if isinstance(ignore_retract_raw, Mapping):
             ignore_retract = tuple(k for k, v in ignore_retract_raw.items() if _as_bool(v))
         else:
             ignore_retract = _as_list(ignore_retract_raw)
+
+        remove_on_delete = _as_bool(config.get("partial_update_remove_record_on_delete", False))
+        ignore_delete = _as_bool(config.get("partial_update_ignore_delete", False))
+        if remove_on_delete and ignore_delete:
+            raise fail("partial_update_remove_record_on_delete and partial_update_ignore_delete "
+                       "contradict each other (a delete cannot both remove the key and be ignored)")
 
         max_num = config.get("partition_expiration_max_num")
         try:
@@ -184,9 +193,8 @@ class ChainOptions:
             max_num=max_num,
             aggregate_functions=aggs,
             ignore_retract=ignore_retract,
-            remove_record_on_delete=_as_bool(
-                config.get("partial_update_remove_record_on_delete", False)),
-            ignore_delete=_as_bool(config.get("partial_update_ignore_delete", False)),
+            remove_record_on_delete=remove_on_delete,
+            ignore_delete=ignore_delete,
         )
         try:
             opts.validate_timestamps()

@@ -64,7 +64,8 @@ class Renderer:
         anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
         deltas = [p.group + d for p in plans for d in p.deltas]
         anchor_sql = self.select(self.snapshot, anchors) if anchors else None
-        body = merge_sql(self.opts, self.columns, anchor_sql, self.select(self.delta, deltas))
+        body = merge_sql(self.opts, self.columns, anchor_sql, self.select(self.delta, deltas),
+                         types=self.types)
         return f"SELECT {self.relabel(chain)} FROM ({body}) __m"
 
     def view(self, state: ChainState) -> str:
@@ -111,7 +112,8 @@ class Renderer:
 
     def batch_merge(self, source_sql: str) -> str:
         """A snapshot written straight from a model is itself merged (deletes applied)."""
-        return merge_rows_sql(self.opts, self.columns, source_sql)
+        return merge_rows_sql(self.opts, self.columns, source_sql, types=self.types,
+                              by_partition=True)
 
 
 def tblproperties_sql(props: Mapping[str, str]) -> str:
