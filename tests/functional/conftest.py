@@ -108,6 +108,16 @@ class Project:
     def rows(self, sql: str) -> List[tuple]:
         return sorted(tuple(r) for r in self.spark.sql(sql.format(s=self.schema)).collect())
 
+    def full_state(self, view: str = "t", cols: str = "id, v") -> Dict[str, List[tuple]]:
+        """{partition path: rows} for every partition of both branches, each read through the
+        chain view one partition at a time (a partition the view does not read gives [])."""
+        parts = sorted(set(self.partitions(f"{view}__snapshot")) | set(self.partitions(f"{view}__delta")))
+        out = {}
+        for part in parts:
+            where = " and ".join(f"{kv.split('=')[0]} = '{kv.split('=')[1]}'" for kv in part.split("/"))
+            out[part] = self.rows(f"select {cols} from {{s}}.{view} where {where}")
+        return out
+
     def partitions(self, table: str) -> List[str]:
         return sorted(r[0] for r in self.spark.sql(f"SHOW PARTITIONS {self.schema}.{table}").collect())
 
