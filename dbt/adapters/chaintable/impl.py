@@ -7,6 +7,8 @@ table properties from the catalog, asks planner.py what to do and renders it wit
 from __future__ import annotations
 
 import datetime as dt
+import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -16,12 +18,12 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt.adapters.spark.relation import SparkRelation
 
-from dbt.adapters.chaintable import expire
+from dbt.adapters.chaintable import expire, safety
 from dbt.adapters.chaintable.connections import ChainTableConnectionManager
 from dbt.adapters.chaintable.merge import cols_sql, q
 from dbt.adapters.chaintable.options import (
-    BRANCHES, P_BRANCH, P_LAST_EXPIRE_CHECK, P_STALE, ChainConfigError, ChainOptions,
-    stale_from_properties, stale_to_property,
+    BRANCHES, P_BRANCH, P_HISTORY_START, P_LAST_EXPIRE_CHECK, P_STALE, ChainConfigError,
+    ChainOptions, history_from_properties, stale_from_properties, stale_to_property,
 )
 from dbt.adapters.chaintable.planner import (
     ChainPlanError, ChainState, Values, format_partition, parse_partition_path,
@@ -35,7 +37,15 @@ logger = AdapterLogger("chaintable")
 SNAPSHOT_SUFFIX = "__snapshot"
 DELTA_SUFFIX = "__delta"
 STAGE_SUFFIX = "__chain_stage"
+PUB_SUFFIX = "__chain_pub"
+GC_SUFFIX = "__chain_gc"
+LOCK_SUFFIX = "__chain_lock"
 TS_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def _esc(text: str) -> str:
+    """A value inside a single-quoted Spark SQL string."""
+    return str(text).replace("\\", "\\\\").replace("'", "\\'")
 
 
 @dataclass
@@ -43,7 +53,10 @@ class ChainTables:
     view: BaseRelation
     snapshot: BaseRelation
     delta: BaseRelation
-    stage: BaseRelation
+    stage: BaseRelation  # the model's rows of one run (checked before anything is published)
+    pub: BaseRelation  # merged rows of one run or compaction, published partition by partition
+    gc: BaseRelation  # managed scratch table: dropping its partitions deletes old directories
+    lock: BaseRelation  # a view whose existence means a writer is at work
 
     @property
     def name(self) -> str:
@@ -72,6 +85,13 @@ class Loaded:
     def state(self) -> ChainState:
         return ChainState.build(self.opts, self.snapshots, self.deltas, self.types)
 
+    def history(self) -> Dict[Values, Values]:
+        """{group: oldest snapshot kept by expiration} (history_from_properties, as values)."""
+        n = len(self.opts.group_keys)
+        return {(parse_partition_path(g, self.opts.group_keys) if n else ()):
+                parse_partition_path(c, self.opts.chain_keys)
+                for g, c in history_from_properties(self.props).items()}
+
     def renderer(self) -> Renderer:
         return Renderer(self.opts, self.column_names, self.types, str(self.tables.snapshot),
                         str(self.tables.delta))
@@ -89,7 +109,22 @@ class ChainRun:
     exists: bool
     config: Dict[str, Any]
     written: List[Values] = field(default_factory=list)
-    main_sql: str = ""
+    staged: List[Values] = field(default_factory=list)
+    empties: List[Values] = field(default_factory=list)
+    stage_columns: List[Tuple[str, str]] = field(default_factory=list)
+    run_id: str = ""
+    location: str = ""  # of the target branch
+    provider: str = "parquet"
+
+    @property
+    def publishes(self) -> bool:
+        """Writes to an existing chain are published (crash safe); a first run or full refresh
+        builds new tables, which a rerun rebuilds."""
+        return self.exists and not self.full_refresh
+
+    @property
+    def target(self) -> BaseRelation:
+        return self.tables.snapshot if self.branch == "snapshot" else self.tables.delta
 
     @property
     def relations(self) -> List[BaseRelation]:
@@ -136,7 +171,9 @@ class ChainTableAdapter(SparkAdapter):
             return relation.incorporate(path={"identifier": relation.identifier + suffix},
                                         type=kind)
         return ChainTables(view=relation.incorporate(type="view"), snapshot=rel(SNAPSHOT_SUFFIX, "table"),
-                           delta=rel(DELTA_SUFFIX, "table"), stage=rel(STAGE_SUFFIX, "table"))
+                           delta=rel(DELTA_SUFFIX, "table"), stage=rel(STAGE_SUFFIX, "table"),
+                           pub=rel(PUB_SUFFIX, "table"), gc=rel(GC_SUFFIX, "table"),
+                           lock=rel(LOCK_SUFFIX, "view"))
 
     def _load(self, relation: BaseRelation) -> Loaded:
         tables = self.chain_tables(relation)
@@ -213,10 +250,39 @@ class ChainTableAdapter(SparkAdapter):
         return self._exists(tables.snapshot) and self._exists(tables.delta)
 
     @available
-    def chain_stage_sql(self, run: ChainRun, compiled_code: str) -> List[str]:
-        stage = run.tables.stage
-        return [f"DROP TABLE IF EXISTS {stage}",
-                f"CREATE TABLE {stage} USING parquet AS\n{compiled_code}"]
+    def chain_execute(self, run: ChainRun, compiled_code: str) -> str:
+        """The whole run under the table's lock: stage the model's rows, check them, publish
+        them partition by partition, then invalidate, refresh the view and expire."""
+        with self._locked(run.tables, f"run of model '{run.model}'"):
+            self._stage(run, compiled_code)
+            safety.failpoint("run.staged")
+            self._plan_write(run)
+            self._write(run)
+            self._finish(run)
+        return f"OK: {len(run.written)} {run.branch} partition(s)"
+
+    def _describe_query(self, sql: str) -> List[Tuple[str, str]]:
+        return [(str(r[0]).strip(), str(r[1]).strip()) for r in self._fetch(f"DESCRIBE QUERY {sql}")
+                if r[0] and not str(r[0]).startswith("#")]
+
+    def _stage(self, run: ChainRun, compiled_code: str) -> None:
+        """The model's rows, once. On an existing chain the stage is an external table in a fresh
+        directory below the target branch, partitioned like it: after the checks its partitions
+        are published as they are (safety.py). A first run or full refresh stages a plain table."""
+        tables, opts = run.tables, run.opts
+        cols = self._describe_query(compiled_code)
+        opts.validate_columns(run.model, [c for c, _ in cols])  # before anything is written
+        self._run(f"DROP TABLE IF EXISTS {tables.stage}")
+        if not run.publishes:
+            self._run(f"CREATE TABLE {tables.stage} USING parquet AS\n{compiled_code}")
+            return
+        target = run.target
+        run.run_id = safety.new_run_id()
+        info = self._formatted(target)
+        run.location, run.provider = info["Location"], info.get("Provider", "parquet")
+        self._run(self._create_sql(
+            run, tables.stage, [], {safety.P_TARGET: str(target)},
+            location=safety.version_location(run.location, run.run_id), as_select=compiled_code))
 
     def _check_stage(self, run: ChainRun, columns: List[Tuple[str, str]], opts: ChainOptions) -> List[Values]:
         """Bad input is refused before anything is written (SPEC §5); returns the partitions."""
@@ -313,53 +379,86 @@ class ChainTableAdapter(SparkAdapter):
         logger.info(desc + "; new columns ignored (on_schema_change=ignore)")
         return table_cols
 
-    @available
-    def chain_plan_write(self, run: ChainRun) -> str:
-        """Check the staged rows, create the branches if needed, prepare the partitions this run
-        writes besides the model's rows; returns the main INSERT for the materialization to run."""
-        try:
-            return self._plan_write(run)
-        except ChainConfigError:
-            self._run(f"DROP TABLE IF EXISTS {run.tables.stage}")  # refused: leave nothing behind
-            raise
-
-    def _plan_write(self, run: ChainRun) -> str:
+    def _plan_write(self, run: ChainRun) -> None:
+        """Check the staged rows (refused: nothing published), create the branches on a first
+        run, and decide the partitions this run writes (the model's and the empty ones)."""
         tables, opts = run.tables, run.opts
         stage_cols = self._describe(tables.stage)
-        opts.validate_columns(run.model, [c for c, _ in stage_cols])
+        run.stage_columns = stage_cols
         staged = self._check_stage(run, stage_cols, opts)
+        self._check_partition_times(run, staged)
         props = opts.to_properties()
         if run.full_refresh and run.exists:
             loaded = self._load(tables.view)
             logger.info(f"full refresh of '{run.model}': dropping {len(loaded.snapshots)} snapshot "
                         f"and {len(loaded.deltas)} delta partitions")
-        if run.full_refresh or not run.exists:
+        if not run.publishes:
             for rel in (tables.view, tables.snapshot, tables.delta):
                 self._run(f"DROP {'VIEW' if rel is tables.view else 'TABLE'} IF EXISTS {rel}")
             ordered = self._table_order(stage_cols, opts)
             for branch, rel in (("snapshot", tables.snapshot), ("delta", tables.delta)):
                 self._run(self._create_sql(run, rel, ordered, {**props, P_BRANCH: branch}))
-            table_cols = ordered
         else:
-            table_cols = self._reconcile_schema(run, self._table_order(stage_cols, opts),
-                                                self._describe(tables.snapshot))
+            self._reconcile_schema(run, self._table_order(stage_cols, opts),
+                                   self._describe(tables.snapshot))
             for rel in (tables.snapshot, tables.delta):
                 self._run(f"ALTER TABLE {rel} SET TBLPROPERTIES ({tblproperties_sql(props)})")
         loaded = self._load(tables.view)
-        renderer = loaded.renderer()
         state = loaded.state()
-        target = tables.snapshot if run.branch == "snapshot" else tables.delta
-        empties = self._empty_partitions(run, state, staged)
-        run.written = sorted(set(staged) | set(empties))
-        for part in empties:
-            self._run(renderer.empty_partition(str(target), part))
-        source = f"SELECT {cols_sql(renderer.columns)} FROM {tables.stage}"
-        if run.branch == "snapshot" and self._snapshot_write_needs_merge(opts):
-            source = renderer.batch_merge(source)
-        run.main_sql = renderer.insert_overwrite(str(target), source)
-        logger.info(f"'{run.model}': {len(staged)} partition(s) with rows, {len(empties)} empty "
+        if run.branch == "delta":
+            early = [p for p in staged if state.before_history(p, loaded.history())]
+            if early:
+                raise ChainConfigError(
+                    f"chain_incremental model '{run.model}': delta partition "
+                    f"{format_partition(opts.partition_by, early[0])} is at or before the oldest "
+                    "snapshot that expiration kept in its group; the history it would change is "
+                    "gone, so the day cannot be rewritten (write it with chain_branch='snapshot' "
+                    "as a full state instead); nothing was written")
+        run.staged = staged
+        run.empties = self._empty_partitions(run, state, staged)
+        run.written = sorted(set(staged) | set(run.empties))
+        logger.info(f"'{run.model}': {len(staged)} partition(s) with rows, {len(run.empties)} empty "
                     f"partition(s) to the {run.branch} branch")
-        return run.main_sql
+
+    def _write(self, run: ChainRun) -> None:
+        tables, opts = run.tables, run.opts
+        loaded = self._load(tables.view)
+        renderer = loaded.renderer()
+        target = run.target
+        source = f"SELECT {cols_sql(renderer.columns)} FROM {tables.stage}"
+        merge = run.branch == "snapshot" and self._snapshot_write_needs_merge(opts)
+        if merge:
+            source = renderer.batch_merge(source)
+        if not run.publishes:  # first run / full refresh: the tables are new, nothing to protect
+            for part in run.empties:
+                self._run(renderer.empty_partition(str(target), part))
+            self._run(renderer.insert_overwrite(str(target), source))
+            return
+        if merge:  # the stage holds raw rows: publish the merged ones from a table of their own
+            self._create_pub(target, loaded, source, run.written, run.run_id + "-m")
+            self._publish(target, tables.pub, opts.partition_by, run.written)
+            return
+        stage_renderer = Renderer(opts, [c for c, _ in self._table_order(run.stage_columns, opts)],
+                                  dict(run.stage_columns), str(tables.stage), "")
+        for part in run.empties:
+            self._run(stage_renderer.empty_partition(str(tables.stage), part))
+        self._publish(target, tables.stage, opts.partition_by, run.written)
+
+    @staticmethod
+    def _check_partition_times(run: ChainRun, parts: Sequence[Values]) -> None:
+        """With a timestamp pattern and formatter, every partition written must parse: an
+        unparseable one could never expire and would break the chain's time order."""
+        opts = run.opts
+        if not (opts.timestamp_pattern and opts.timestamp_formatter):
+            return
+        for part in parts:
+            try:
+                expire.partition_time(opts.timestamp_pattern, opts.timestamp_formatter,
+                                      dict(zip(opts.partition_by, part)))
+            except (ChainConfigError, ValueError) as e:
+                raise ChainConfigError(
+                    f"chain_incremental model '{run.model}': partition "
+                    f"{format_partition(opts.partition_by, part)}: {e}; nothing was written") from None
 
     @staticmethod
     def _snapshot_write_needs_merge(opts: ChainOptions) -> bool:
@@ -377,18 +476,19 @@ class ChainTableAdapter(SparkAdapter):
         return [(c, t) for c, t in cols if c.lower() not in pset] + parts
 
     def _create_sql(self, run: ChainRun, rel: BaseRelation, cols: List[Tuple[str, str]],
-                    props: Dict[str, str]) -> str:
+                    props: Dict[str, str], location: Optional[str] = None,
+                    as_select: Optional[str] = None) -> str:
         cfg = run.config
         user_props = cfg.get("tblproperties") or {}
-        location = None
-        if cfg.get("location_root"):
+        if location is None and cfg.get("location_root"):
             location = f"{cfg['location_root'].rstrip('/')}/{rel.identifier}"
         clustered = cfg.get("clustered_by") or ()
         if isinstance(clustered, str):
             clustered = [clustered]
         return create_table_sql(str(rel), cols, run.opts, {**user_props, **props},
-                                file_format=cfg.get("file_format") or "parquet", location=location,
-                                clustered_by=clustered, buckets=cfg.get("buckets"))
+                                file_format=run.provider if as_select else (cfg.get("file_format") or "parquet"),
+                                location=location, clustered_by=clustered,
+                                buckets=cfg.get("buckets"), as_select=as_select)
 
     def _empty_partitions(self, run: ChainRun, state: ChainState, staged: List[Values]) -> List[Values]:
         """With chain_partition, every known group without rows gets an empty partition there."""
@@ -404,22 +504,18 @@ class ChainTableAdapter(SparkAdapter):
         targets = {g + chain for g in groups if all(g[i] == v for i, v in gfilter.items())}
         return sorted(targets - set(staged))
 
-    @available
-    def chain_finish(self, run: ChainRun) -> None:
-        """After the main write: invalidate snapshots (delta runs), record stale ones, refresh the
-        view, drop the stage, and expire when configured and due."""
+    def _finish(self, run: ChainRun) -> None:
+        """After the publish: record stale snapshots, point the view at the new state, then drop
+        the snapshots a rewritten delta invalidates (the view no longer reads them), drop the
+        stage, and expire when configured and due."""
         tables = run.tables
         loaded = self._load(tables.view)
         state = loaded.state()
-        renderer = loaded.renderer()
         stale = stale_from_properties(loaded.props)
         written_paths = {format_partition(run.opts.partition_by, p) for p in run.written}
+        invalidated: List[Values] = []
         if run.branch == "delta":
             invalidated = [p for p in run.written if p in state.snapshots]
-            if invalidated:
-                logger.info(f"'{run.model}': rewritten delta partition(s) invalidate snapshot "
-                            f"partition(s) {[format_partition(run.opts.partition_by, p) for p in invalidated]}")
-                self._run(renderer.drop_partitions(str(tables.snapshot), invalidated))
             for snap, delta in state.stale_after_delta_write(run.written).items():
                 stale[format_partition(run.opts.partition_by, snap)] = format_partition(
                     run.opts.partition_by, delta)
@@ -427,8 +523,13 @@ class ChainTableAdapter(SparkAdapter):
             stale = {k: v for k, v in stale.items() if k not in written_paths}
         if stale != stale_from_properties(loaded.props):
             self._set_stale(tables, stale)
-        self._run(f"DROP TABLE IF EXISTS {tables.stage}")
-        self._refresh_view(tables.view)
+        self._refresh_view(tables.view, loaded, state.without(snapshots=invalidated))
+        safety.failpoint("run.view")
+        if invalidated:
+            logger.info(f"'{run.model}': rewritten delta partition(s) invalidate snapshot "
+                        f"partition(s) {[format_partition(run.opts.partition_by, p) for p in invalidated]}")
+            self._run(loaded.renderer().drop_partitions(str(tables.snapshot), invalidated))
+        self._drop_scratch(tables)
         if run.opts.expiration_enabled:
             self._auto_expire(tables.view)
 
@@ -436,11 +537,215 @@ class ChainTableAdapter(SparkAdapter):
         self._run(f"ALTER TABLE {tables.snapshot} SET TBLPROPERTIES "
                   f"({tblproperties_sql({P_STALE: stale_to_property(stale)})})")
 
-    def _refresh_view(self, relation: BaseRelation) -> Loaded:
-        loaded = self._load(relation)
-        sql = loaded.renderer().view(loaded.state())
+    def _refresh_view(self, relation: BaseRelation, loaded: Optional[Loaded] = None,
+                      state: Optional[ChainState] = None) -> None:
+        """Point the view at `state` (default: the catalog's). Before partitions are removed the
+        view is pointed at the state without them, so it never reads a half-dropped chain."""
+        loaded = loaded or self._load(relation)
+        sql = loaded.renderer().view(state or loaded.state())
         self._run(f"CREATE OR REPLACE VIEW {loaded.tables.view} AS\n{sql}")
-        return loaded
+
+    # ---- locking and publishing (safety.py explains both) ------------------------------------
+    @contextmanager
+    def _locked(self, tables: ChainTables, operation: str):
+        held = self.__dict__.setdefault("_chain_locks", {})
+        key, me = str(tables.lock), safety.Owner.me()
+        if held.get(key) == me.invocation:  # re-entrant (a run's automatic expiration)
+            yield
+            return
+        self._acquire(tables, operation, me)
+        held[key] = me.invocation
+        try:
+            self._recover(tables)
+            yield
+        except safety.SimulatedCrash:
+            held.pop(key, None)
+            raise
+        except Exception:
+            held.pop(key, None)
+            try:
+                self._recover(tables)  # a refused or failed write leaves nothing behind
+            finally:
+                self._run(f"DROP VIEW IF EXISTS {tables.lock}")
+            raise
+        held.pop(key, None)
+        self._run(f"DROP VIEW IF EXISTS {tables.lock}")
+
+    def _acquire(self, tables: ChainTables, operation: str, me: "safety.Owner") -> None:
+        now = dt.datetime.now().replace(microsecond=0)
+        props = {safety.P_OWNER: me.text(), safety.P_SINCE: now.strftime(safety.TS),
+                 safety.P_OPERATION: operation}
+        create = (f"CREATE VIEW {tables.lock} TBLPROPERTIES ({tblproperties_sql(props)}) "
+                  "AS SELECT 1 AS locked")
+        for attempt in (1, 2):
+            try:
+                self._run(create)
+                return
+            except Exception:
+                if not self._exists(tables.lock):
+                    raise
+                holder = self._properties(tables.lock)
+                why = safety.lock_is_stale(holder, me, now)
+                if why is None or attempt == 2:
+                    raise ChainPlanError(
+                        f"{tables.view} is locked: {safety.lock_holder_text(holder)} is writing "
+                        f"it, so this {operation} did not start and wrote nothing; retry when it "
+                        f"is done (if that process is gone for good: DROP VIEW {tables.lock})")
+                logger.info(f"{tables.view}: breaking the lock of "
+                            f"{safety.lock_holder_text(holder)}: {why}")
+                self._run(f"DROP VIEW IF EXISTS {tables.lock}")
+
+    def _recover(self, tables: ChainTables) -> None:
+        """Remove what an unfinished write left: its scratch tables and every directory of theirs
+        that no partition of the branches references. Referenced ones were published: keep."""
+        present = {str(r[1]).lower() for r in self._fetch(
+            f"SHOW TABLES IN {tables.view.schema} LIKE '{tables.view.identifier}__chain_*'")}
+        garbage: List[str] = []
+        for rel in (tables.stage, tables.pub):
+            if rel.identifier.lower() not in present:
+                continue
+            props = self._properties(rel)
+            target = props.get(safety.P_TARGET)
+            if target:
+                garbage += self._unpublished(rel, target)
+                garbage += self._switched_away(target, json.loads(props.get(safety.P_REPLACES, "{}")))
+            self._run(f"DROP TABLE IF EXISTS {rel}")
+        if garbage or tables.gc.identifier.lower() in present:
+            self._gc(tables, garbage)
+
+    def _unpublished(self, rel: BaseRelation, target: str) -> List[str]:
+        """Directories of a leftover staging table that its target does not reference."""
+        root = self._location(rel)
+        parts = [str(r[0]) for r in self._fetch(f"SHOW PARTITIONS {rel}")]
+        spec_cols = [kv.split("=", 1)[0] for kv in parts[0].split("/")] if parts else []
+        target_parts = {str(r[0]) for r in self._fetch(f"SHOW PARTITIONS {target}")}
+        referenced = [p for p in parts if p in target_parts and self._partition_location(
+            target, spec_cols, parse_partition_path(p, spec_cols)) == self._partition_location(
+            str(rel), spec_cols, parse_partition_path(p, spec_cols))]
+        if not referenced:
+            return [root]
+        return [self._partition_location(str(rel), spec_cols, parse_partition_path(p, spec_cols))
+                for p in parts if p not in referenced]
+
+    def _formatted(self, rel: Any, partition: str = "") -> Dict[str, str]:
+        """DESCRIBE FORMATTED's detail rows (Location, Provider, Num Buckets, ...)."""
+        out: Dict[str, str] = {}
+        for row in self._fetch(f"DESCRIBE FORMATTED {rel}{partition}"):
+            key = str(row[0] or "").strip()
+            if key and key not in out:
+                out[key] = str(row[1] or "").strip()
+        return out
+
+    def _switched_away(self, target: str, replaced: Mapping[str, str]) -> List[str]:
+        """Directories a crashed publish had already switched partitions away from."""
+        out = []
+        current = {str(r[0]) for r in self._fetch(f"SHOW PARTITIONS {target}")} if replaced else set()
+        for path, old_dir in replaced.items():
+            cols = [kv.split("=", 1)[0] for kv in path.split("/")]
+            values = parse_partition_path(path, cols)
+            if path not in current or self._partition_location(target, cols, values) != old_dir:
+                out.append(old_dir)
+        return out
+
+    def _location(self, rel: Any) -> str:
+        info = self._formatted(rel)
+        if "Location" not in info:
+            raise ChainPlanError(f"{rel}: no location in DESCRIBE FORMATTED")
+        return info["Location"]
+
+    def _spec_sql(self, columns: Sequence[str], values: Values) -> str:
+        return ", ".join(f"{q(c)} = '{_esc(v)}'" for c, v in zip(columns, values))
+
+    def _partition_location(self, rel: Any, columns: Sequence[str], values: Values) -> str:
+        info = self._formatted(rel, f" PARTITION ({self._spec_sql(columns, values)})")
+        if "Location" not in info:
+            raise ChainPlanError(f"{rel}: no location for partition {format_partition(columns, values)}")
+        return info["Location"]
+
+    def _create_pub(self, target: BaseRelation, loaded: Loaded, source_sql: str,
+                    parts: Sequence[Values], run_id: str) -> None:
+        """Merged rows in a fresh directory below `target`, laid out (format, buckets) like it,
+        every partition of `parts` present (empty if the merge left no row), ready to publish."""
+        pub = loaded.tables.pub
+        self._run(f"DROP TABLE IF EXISTS {pub}")
+        renderer = loaded.renderer()
+        info = self._formatted(target)
+        buckets = int(info.get("Num Buckets") or 0)
+        bucket_cols = [c.strip(" `") for c in info.get("Bucket Columns", "").strip("[]").split(",")
+                       if c.strip(" `")]
+        self._run(create_table_sql(
+            str(pub), loaded.columns, loaded.opts, {safety.P_TARGET: str(target)},
+            file_format=info.get("Provider", "parquet"),
+            location=safety.version_location(info["Location"], run_id),
+            clustered_by=bucket_cols if buckets > 0 else (), buckets=buckets if buckets > 0 else None))
+        self._run(renderer.insert_overwrite(str(pub), source_sql))
+        present = set(self._partitions(pub, loaded.opts.partition_by))
+        for part in parts:
+            if part not in present:
+                self._run(renderer.empty_partition(str(pub), part))
+
+    def _publish(self, target: BaseRelation, source: BaseRelation, partition_by: Sequence[str],
+                 parts: Sequence[Values]) -> None:
+        """Switch each partition of `target` to its new directory in `source`: one metastore
+        operation per partition (atomic for readers). Old directories are deleted afterwards."""
+        existing = set(self._partitions(target, partition_by))
+        replaced = {format_partition(partition_by, part):
+                    self._partition_location(target, partition_by, part)
+                    for part in parts if part in existing}
+        if replaced:  # so that recovery after a crash can delete the ones switched away from
+            self._run(f"ALTER TABLE {source} SET TBLPROPERTIES "
+                      f"({tblproperties_sql({safety.P_REPLACES: json.dumps(replaced)})})")
+        new_parts, old_dirs = [], []
+        for part in parts:
+            new_dir = self._partition_location(source, partition_by, part)
+            if part in existing:
+                old_dirs.append(replaced[format_partition(partition_by, part)])
+                self._run(f"ALTER TABLE {target} PARTITION ({self._spec_sql(partition_by, part)}) "
+                          f"SET LOCATION '{_esc(new_dir)}'")
+                safety.failpoint("publish.first")
+            else:
+                new_parts.append(f"PARTITION ({self._spec_sql(partition_by, part)}) "
+                                 f"LOCATION '{_esc(new_dir)}'")
+        if new_parts:
+            self._run(f"ALTER TABLE {target} ADD " + " ".join(new_parts))
+        safety.failpoint("publish.done")
+        self._run(f"DROP TABLE IF EXISTS {source}")  # external: its published files stay
+        self._gc(self.chain_tables(self._view_of(target)), old_dirs)
+
+    def _view_of(self, branch: BaseRelation) -> BaseRelation:
+        ident = branch.identifier
+        for suffix in (SNAPSHOT_SUFFIX, DELTA_SUFFIX):
+            if ident.endswith(suffix):
+                ident = ident[: -len(suffix)]
+        return branch.incorporate(path={"identifier": ident}, type="view")
+
+    def _gc(self, tables: ChainTables, dirs: Sequence[str]) -> None:
+        """Delete directories no partition references any more: attach each to a partition of
+        a managed scratch table, then drop those partitions (which deletes their directories).
+        Partitions already there were attached by a run that crashed before dropping them."""
+        gc = tables.gc
+        self._run(f"CREATE TABLE IF NOT EXISTS {gc} (unused INT, d STRING) USING parquet "
+                  "PARTITIONED BY (d)")
+        pending = [str(r[0]).split("=", 1)[1] for r in self._fetch(f"SHOW PARTITIONS {gc}")]
+        stamp = safety.new_run_id()
+        adds = [f"PARTITION (d = '{stamp}-{i}') LOCATION '{_esc(d)}'" for i, d in enumerate(dirs)]
+        if adds:
+            self._run(f"ALTER TABLE {gc} ADD " + " ".join(adds))
+        names = pending + [f"{stamp}-{i}" for i in range(len(dirs))]
+        if names:
+            self._run(f"ALTER TABLE {gc} DROP IF EXISTS "
+                      + ", ".join(f"PARTITION (d = '{_esc(n)}')" for n in names))
+        self._run(f"DROP TABLE IF EXISTS {gc}")
+
+    def _drop_scratch(self, tables: ChainTables) -> None:
+        """What is left of a run's stage after the publish (which drops a published stage): a
+        first run's managed stage, or the raw rows of a merged snapshot write, never published."""
+        if self._exists(tables.stage):
+            raw = (self._location(tables.stage)
+                   if self._properties(tables.stage).get(safety.P_TARGET) else None)
+            self._run(f"DROP TABLE IF EXISTS {tables.stage}")
+            if raw:
+                self._gc(tables, [raw])
 
     # ---- reads --------------------------------------------------------------------------------
     @available
@@ -453,9 +758,14 @@ class ChainTableAdapter(SparkAdapter):
     # ---- compaction --------------------------------------------------------------------------
     @available
     def chain_compact(self, relation: BaseRelation, partition: Any, overwrite: bool = False) -> bool:
+        with self._locked(self.chain_tables(relation), "compact_chain"):
+            return self._compact(relation, partition, overwrite)
+
+    def _compact(self, relation: BaseRelation, partition: Any, overwrite: bool) -> bool:
         loaded = self._load(relation)
         state, renderer = loaded.state(), loaded.renderer()
-        plan = state.plan_compaction(parse_partition_spec(partition), overwrite=bool(overwrite))
+        plan = state.plan_compaction(parse_partition_spec(partition), overwrite=bool(overwrite),
+                                     history=loaded.history())
         logger.info(f"compact_chain {relation}: {plan.message}")
         if not plan.written:
             return False
@@ -465,14 +775,13 @@ class ChainTableAdapter(SparkAdapter):
                         f" + {len(p.deltas)} delta partition(s) -> snapshot "
                         f"{format_partition(loaded.opts.chain_keys, p.chain)}")
         written = [p.group + p.chain for p in plan.writes]
-        self._run(renderer.insert_overwrite(str(loaded.tables.snapshot),
-                                            renderer.merged(plan.chain, plan.writes)))
-        # A group whose merged state is empty (every key deleted) still gets its snapshot
-        # partition, created after the data so a crash never leaves an empty one shadowing rows.
-        present = set(self._partitions(loaded.tables.snapshot, loaded.opts.partition_by))
-        for part in written:
-            if part not in present:
-                self._run(renderer.empty_partition(str(loaded.tables.snapshot), part))
+        # merged rows land in a fresh directory, then each snapshot partition is switched to it;
+        # the view's merged branch for a delta-only partition keeps reading the same rows until
+        # the refresh below, because its snapshot branch excludes that partition
+        self._create_pub(loaded.tables.snapshot, loaded, renderer.merged(plan.chain, plan.writes),
+                         written, safety.new_run_id())
+        safety.failpoint("compact.staged")
+        self._publish(loaded.tables.snapshot, loaded.tables.pub, loaded.opts.partition_by, written)
         counts = self._fetch(
             f"SELECT {cols_sql(loaded.opts.group_keys) + ', ' if loaded.opts.group_keys else ''}"
             f"count(*) FROM {loaded.tables.snapshot} WHERE {renderer.partitions_predicate(written)}"
@@ -480,9 +789,11 @@ class ChainTableAdapter(SparkAdapter):
         for row in counts:
             logger.info(f"  wrote {row[-1]} row(s) for {state.describe_group(tuple(str(v) for v in row[:-1]))}")
         stale = stale_from_properties(loaded.props)
-        paths = {format_partition(loaded.opts.partition_by, p) for p in written}
-        if any(k in paths for k in stale):
-            self._set_stale(loaded.tables, {k: v for k, v in stale.items() if k not in paths})
+        by_values = {parse_partition_path(k, loaded.opts.partition_by): v for k, v in stale.items()}
+        after = {format_partition(loaded.opts.partition_by, k): v
+                 for k, v in state.stale_after_compaction(plan.writes, by_values).items()}
+        if after != stale:
+            self._set_stale(loaded.tables, after)
         self._refresh_view(relation)
         return True
 
@@ -515,16 +826,27 @@ class ChainTableAdapter(SparkAdapter):
             return expire.partition_time(opts.timestamp_pattern, opts.timestamp_formatter,
                                          dict(zip(opts.partition_by, group + chain)))
 
-        return expire.plan_expiration([state.split(p) for p in state.snapshots],
-                                      [state.split(p) for p in state.deltas], time_of, now,
+        # a group with stale snapshots keeps its history until they are recompacted: expiring
+        # it would drop the partitions they must be rebuilt from
+        held = {state.split(parse_partition_path(k, opts.partition_by))[0]
+                for k in stale_from_properties(loaded.props)}
+        for g in sorted(held):
+            logger.info(f"{loaded.tables.view}: {state.describe_group(g)} has stale snapshots "
+                        "(chain_status lists them); not expired until they are recompacted")
+        keep = lambda parts: [state.split(p) for p in parts if state.split(p)[0] not in held]  # noqa: E731
+        return expire.plan_expiration(keep(state.snapshots), keep(state.deltas), time_of, now,
                                       expire.parse_duration(opts.expiration_time), opts.max_num)
 
     @available
     def chain_expire(self, relation: BaseRelation, now: Optional[str] = None,
                      dry_run: bool = False) -> List[str]:
-        loaded = self._load(relation)
-        plan = self._expiration_plan(loaded, self._parse_now(now))
-        return self._apply_expiration(loaded, plan, dry_run)
+        if dry_run:
+            loaded = self._load(relation)
+            return self._apply_expiration(loaded, self._expiration_plan(loaded, self._parse_now(now)), True)
+        with self._locked(self.chain_tables(relation), "expire_chain"):
+            loaded = self._load(relation)
+            plan = self._expiration_plan(loaded, self._parse_now(now))
+            return self._apply_expiration(loaded, plan, dry_run)
 
     def _apply_expiration(self, loaded: Loaded, plan: "expire.ExpirationPlan", dry_run: bool) -> List[str]:
         opts = loaded.opts
@@ -538,14 +860,24 @@ class ChainTableAdapter(SparkAdapter):
         renderer = loaded.renderer()
         deltas = [g + c for g, c in plan.delta_drops()]
         snaps = [g + c for g, c in plan.snapshot_drops()]
-        # Deltas first: a crash in between leaves extra snapshots, never deltas without anchor.
+        # The view stops reading the expired partitions first; then deltas go before snapshots:
+        # a crash in between leaves extra snapshots, never deltas without their anchor.
+        history = history_from_properties(loaded.props)
+        for g in plan.groups:
+            if g.segments:
+                history[format_partition(opts.group_keys, g.group)] = format_partition(
+                    opts.chain_keys, g.anchor)
+        self._run(f"ALTER TABLE {loaded.tables.snapshot} SET TBLPROPERTIES "
+                  f"({tblproperties_sql({P_HISTORY_START: stale_to_property(history)})})")
+        self._refresh_view(loaded.tables.view, loaded,
+                           loaded.state().without(snapshots=snaps, deltas=deltas))
         self._run(renderer.drop_partitions(str(loaded.tables.delta), deltas))
+        safety.failpoint("expire.deltas")
         self._run(renderer.drop_partitions(str(loaded.tables.snapshot), snaps))
         stale = stale_from_properties(loaded.props)
         dropped = {format_partition(opts.partition_by, p) for p in snaps}
         if any(k in dropped for k in stale):
             self._set_stale(loaded.tables, {k: v for k, v in stale.items() if k not in dropped})
-        self._refresh_view(loaded.tables.view)
         for line in [header] + lines:
             logger.info(line)
         return [header] + lines
@@ -569,6 +901,10 @@ class ChainTableAdapter(SparkAdapter):
     @available
     def chain_drop_partition(self, relation: BaseRelation, partition: Any, branch: str = "snapshot") -> str:
         """Drop one partition of a branch, refusing a snapshot that later deltas depend on."""
+        with self._locked(self.chain_tables(relation), "drop_chain_partition"):
+            return self._drop_partition(relation, partition, branch)
+
+    def _drop_partition(self, relation: BaseRelation, partition: Any, branch: str) -> str:
         loaded = self._load(relation)
         state = loaded.state()
         spec = parse_partition_spec(partition)
@@ -588,8 +924,9 @@ class ChainTableAdapter(SparkAdapter):
             error = expire.check_snapshot_drop(group, chain, state.snapshot_chains().get(group, []),
                                                state.delta_chains().get(group, []), state.sort_key)
             if error:
-                raise ChainPlanError(f"drop_chain_partition {relation}: {error}")
+                raise ChainPlanError(f"drop_chain_partition {relation} {label}: {error}")
         table = loaded.tables.snapshot if branch == "snapshot" else loaded.tables.delta
+        gone = {"snapshots" if branch == "snapshot" else "deltas": [values]}
+        self._refresh_view(relation, loaded, state.without(**gone))
         self._run(loaded.renderer().drop_partitions(str(table), [values]))
-        self._refresh_view(relation)
         return f"{relation}: dropped {branch} partition {label}"

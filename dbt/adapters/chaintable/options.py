@@ -44,6 +44,9 @@ P_AGG_SUFFIX = ".aggregate-function"
 P_RETRACT_SUFFIX = ".ignore-retract"
 P_LAST_EXPIRE_CHECK = "chaintable.last-expire-check"
 P_STALE = "chaintable.stale-snapshots"
+# {group path: chain path of the oldest snapshot kept}: expiration dropped the history before it,
+# so that snapshot is the group's only record of it (ours: a guard against rebuilding it)
+P_HISTORY_START = "chaintable.history-start"
 
 
 class ChainConfigError(DbtRuntimeError):
@@ -301,6 +304,11 @@ class ChainOptions:
 def stale_from_properties(props: Mapping[str, str]) -> Dict[str, str]:
     """{partition path of a stale snapshot: partition path of the rewritten delta}."""
     raw = props.get(P_STALE)
+    return json.loads(raw) if raw else {}
+
+
+def history_from_properties(props: Mapping[str, str]) -> Dict[str, str]:
+    raw = props.get(P_HISTORY_START)
     return json.loads(raw) if raw else {}
 
 

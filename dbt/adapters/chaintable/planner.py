@@ -59,6 +59,10 @@ def parse_partition_spec(spec: Any) -> Dict[str, str]:
     return out
 
 
+def g_in(group: Values, groups: Sequence[Values]) -> bool:
+    return tuple(group) in {tuple(g) for g in groups}
+
+
 def format_partition(columns: Sequence[str], values: Sequence[str]) -> str:
     return "/".join(f"{c}={v}" for c, v in zip(columns, values))
 
@@ -123,6 +127,11 @@ class ChainState:
         chain_types = tuple(types.get(c.lower(), "string") for c in opts.chain_keys)
         return cls(opts, frozenset(tuple(p) for p in snapshots),
                    frozenset(tuple(p) for p in deltas), chain_types)
+
+    def without(self, snapshots: Iterable[Values] = (), deltas: Iterable[Values] = ()) -> "ChainState":
+        """The state once these partitions are dropped (the view is pointed at it first)."""
+        return ChainState(self.opts, self.snapshots - {tuple(p) for p in snapshots},
+                          self.deltas - {tuple(p) for p in deltas}, self.chain_types)
 
     # ---- partition arithmetic --------------------------------------------------------------
     @property
@@ -214,8 +223,21 @@ class ChainState:
         return [p for p in plans if p is not None]
 
     # ---- compaction (SPEC §3) ---------------------------------------------------------------
-    def plan_compaction(self, spec: Mapping[str, str], overwrite: bool = False) -> CompactionPlan:
+    def history_start_of(self, group: Values, history: Mapping[Values, Values]) -> Optional[Values]:
+        return history.get(tuple(group))
+
+    def before_history(self, part: Values, history: Mapping[Values, Values]) -> bool:
+        """True when `part` is at or before the oldest snapshot expiration kept in its group:
+        the full state there is that snapshot alone, so a delta written there (or a rebuild of
+        that snapshot from deltas) would lose the expired history."""
+        group, chain = self.split(tuple(part))
+        start = history.get(group)
+        return start is not None and self.sort_key(chain) <= self.sort_key(start)
+
+    def plan_compaction(self, spec: Mapping[str, str], overwrite: bool = False,
+                        history: Optional[Mapping[Values, Values]] = None) -> CompactionPlan:
         chain, groups = self.resolve_spec(spec)
+        history = history or {}
         label = format_partition(self.opts.chain_keys, chain)
         existing = tuple(g for g in groups if g + chain in self.snapshots)
         with_delta = [g for g in groups if g + chain in self.deltas]
@@ -226,7 +248,14 @@ class ChainState:
                 "(use overwrite: true to recompute it)"))
         writes = tuple(p for p in (self.plan_read(g, chain, use_snapshot=False)
                                    for g in with_delta) if p is not None)
-        kept = tuple(g for g in existing if g + chain not in self.deltas)
+        # an overwrite with no anchor left after expiration would rebuild from deltas alone
+        guarded = tuple(p.group for p in writes if p.anchor is None and g_in(p.group, existing)
+                        and self.before_history(p.group + chain, history))
+        writes = tuple(p for p in writes if p.group not in guarded)
+        kept = tuple(g for g in existing if g + chain not in self.deltas or g in guarded)
+        if guarded:
+            label += (" (kept for " + ", ".join(self.describe_group(g) for g in guarded)
+                      + ": expiration dropped the history before it, it cannot be rebuilt)")
         if not writes:
             return CompactionPlan(chain, (), existing, kept, f"no data to compact for {label}")
         return CompactionPlan(chain, writes, existing, kept,
@@ -245,6 +274,20 @@ class ChainState:
                 if self.sort_key(s) > self.sort_key(c):
                     stale.setdefault(g + s, part)
         return stale
+
+    @staticmethod
+    def stale_after_compaction(writes: Iterable[ReadPlan], stale: Mapping[Values, Any]
+                               ) -> Dict[Values, Any]:
+        """Stale marks after compacting `writes`: a snapshot rebuilt from a fresh anchor (or from
+        deltas only) is no longer stale; one rebuilt on a stale anchor inherits its mark."""
+        out = dict(stale)
+        for p in writes:
+            anchor = p.group + p.anchor if p.anchor is not None else None
+            if anchor is not None and anchor in stale:
+                out[p.group + p.chain] = stale[anchor]
+            else:
+                out.pop(p.group + p.chain, None)
+        return out
 
     def describe_group(self, group: Values) -> str:
         if not group:

@@ -71,10 +71,24 @@ class Renderer:
     def view(self, state: ChainState) -> str:
         """Every partition of snapshot ∪ delta at its full state. Snapshot partitions are one
         branch however many there are; each delta-only chain value is a branch projecting its
-        values as literals, so `WHERE dt = 'X'` prunes all other branches at planning time."""
-        branches = [f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}"]
-        branches += [self.merged(chain, plans) for chain, plans in state.view_branches()]
+        values as literals, so `WHERE dt = 'X'` prunes all other branches at planning time.
+        The snapshot branch excludes the partitions the view merges: a snapshot published for
+        one of them (compaction) is not read twice before the view is refreshed."""
+        merged = state.view_branches()
+        own = [p.group + chain for chain, plans in merged for p in plans]
+        branches = [f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}"
+                    + (f" WHERE NOT ({self.in_partitions(own)})" if own else "")]
+        branches += [self.merged(chain, plans) for chain, plans in merged]
         return "\nUNION ALL\n".join(branches)
+
+    def in_partitions(self, parts: Sequence[Values]) -> str:
+        """A flat IN list (no deep OR tree, however many partitions)."""
+        cols = list(self.opts.partition_by)
+        if len(cols) == 1:
+            return f"{q(cols[0])} IN ({', '.join(self.lit(cols[0], p[0]) for p in parts)})"
+        tuples = ", ".join("(" + ", ".join(self.lit(c, v) for c, v in zip(cols, p)) + ")"
+                           for p in parts)
+        return f"({cols_sql(cols)}) IN ({tuples})"
 
     def partition_read(self, plans: Sequence[ReadPlan]) -> str:
         """Full state of one chain partition for the groups in `plans` (chain_read)."""
@@ -125,15 +139,18 @@ def tblproperties_sql(props: Mapping[str, str]) -> str:
 def create_table_sql(relation: str, column_types: Sequence[Tuple[str, str]],
                      opts: ChainOptions, props: Mapping[str, str], file_format: str = "parquet",
                      location: Optional[str] = None, clustered_by: Sequence[str] = (),
-                     buckets: Optional[int] = None) -> str:
+                     buckets: Optional[int] = None, as_select: Optional[str] = None) -> str:
+    """CREATE TABLE with columns, or CREATE TABLE ... AS `as_select` (columns from the query)."""
     cols = ", ".join(f"{q(c)} {t}" for c, t in column_types)
     parts = ", ".join(q(c) for c in opts.partition_by)
-    sql = [f"CREATE TABLE {relation} ({cols})", f"USING {file_format}",
+    sql = [f"CREATE TABLE {relation}" + (f" ({cols})" if column_types else ""), f"USING {file_format}",
            "OPTIONS ('partitionOverwriteMode' = 'dynamic')", f"PARTITIONED BY ({parts})"]
     if clustered_by and buckets:
         sql.append(f"CLUSTERED BY ({', '.join(q(c) for c in clustered_by)}) INTO {int(buckets)} BUCKETS")
     if location:
         sql.append(f"LOCATION '{location}'")
     sql.append(f"TBLPROPERTIES ({tblproperties_sql(props)})")
+    if as_select:
+        sql.append(f"AS\n{as_select}")
     return "\n".join(sql)
 

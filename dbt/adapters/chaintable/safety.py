@@ -1,0 +1,127 @@
+"""Crash safety and mutual exclusion, the pure parts (impl.py runs the SQL).
+
+Publishing. Spark's INSERT OVERWRITE of a parquet partition deletes the old files, then moves the
+new ones in: a crash in between loses the partition. So a chain write never overwrites in place.
+It writes the new partitions to a fresh directory of their own, `<table>/_chain_v/<run id>/...`
+(a staging table there; `_` directories are invisible to the table), checks them, then switches
+each partition to its new directory with one metastore operation (`ALTER TABLE ... PARTITION ...
+SET LOCATION`, or `ADD PARTITION ... LOCATION`). A reader sees a partition's old or new
+directory, never a mix. Old directories are deleted after the switch, through a managed scratch
+table (dropping a managed table's partition deletes its directory); a crash can leave garbage
+behind, never a referenced file deleted.
+
+Locking. One writer per chain table: a view `t__chain_lock` created with CREATE VIEW (the
+metastore refuses a second one) carries the owner in its properties. A lock whose owner is gone
+(same host and the process has exited, or an earlier invocation of this process, or older than
+the lock timeout) is broken by the next writer, which first cleans what the crashed run left.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import socket
+import uuid
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+P_OWNER = "chaintable.lock.owner"
+P_SINCE = "chaintable.lock.since"
+P_OPERATION = "chaintable.lock.operation"
+P_TARGET = "chaintable.stage.target"
+P_REPLACES = "chaintable.stage.replaces"  # {partition path: directory it had before the switch}
+VERSIONS_DIR = "_chain_v"
+DEFAULT_LOCK_TIMEOUT = dt.timedelta(hours=12)
+TS = "%Y-%m-%d %H:%M:%S"
+
+
+class SimulatedCrash(Exception):
+    """Raised by a failpoint: the lock's cleanup lets it through untouched, so the tables stay
+    exactly as a killed process would leave them (in-process tests)."""
+
+
+def failpoint(name: str) -> None:
+    """`CHAINTABLE_FAILPOINT=<name>[:kill]` stops the process at a named step of an operation:
+    `kill` sends SIGKILL to the process (a real crash, for subprocess tests); otherwise it
+    raises SimulatedCrash (for in-process tests). Unset in production: one dict lookup."""
+    wanted = os.environ.get("CHAINTABLE_FAILPOINT")
+    if not wanted:
+        return
+    point, _, how = wanted.partition(":")
+    if point != name:
+        return
+    if how == "kill":
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise SimulatedCrash(f"failpoint {name}")
+
+
+def new_run_id(now: Optional[dt.datetime] = None) -> str:
+    """Sortable and unique: a fresh directory name for every write."""
+    now = now or dt.datetime.now()
+    return f"{now:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+def version_location(table_location: str, run_id: str) -> str:
+    return f"{table_location.rstrip('/')}/{VERSIONS_DIR}/{run_id}"
+
+
+@dataclass(frozen=True)
+class Owner:
+    host: str
+    pid: int
+    invocation: str
+
+    def text(self) -> str:
+        return f"{self.host}:{self.pid}:{self.invocation}"
+
+    @classmethod
+    def parse(cls, text: str) -> Optional["Owner"]:
+        m = re.fullmatch(r"(.*):(\d+):([^:]*)", text or "")
+        return cls(m.group(1), int(m.group(2)), m.group(3)) if m else None
+
+    @classmethod
+    def me(cls) -> "Owner":
+        try:
+            from dbt_common.invocation import get_invocation_id
+            invocation = get_invocation_id()
+        except Exception:  # pragma: no cover - outside dbt
+            invocation = ""
+        return cls(socket.gethostname(), os.getpid(), invocation)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lock_is_stale(props: Mapping[str, str], me: Owner, now: dt.datetime,
+                  timeout: dt.timedelta = DEFAULT_LOCK_TIMEOUT, alive=_alive) -> Optional[str]:
+    """Why the lock described by `props` may be broken, or None while its owner may be working."""
+    owner = Owner.parse(props.get(P_OWNER, ""))
+    if owner is None:
+        return "the lock has no readable owner"
+    if owner.host == me.host:
+        if owner.pid == me.pid and owner.invocation != me.invocation:
+            return f"it was taken by an earlier dbt invocation ({owner.invocation}) of this process"
+        if owner.pid != me.pid and not alive(owner.pid):
+            return f"process {owner.pid} on {owner.host} has exited"
+    try:
+        since = dt.datetime.strptime(props.get(P_SINCE, ""), TS)
+    except ValueError:
+        return "the lock has no readable start time"
+    if now - since > timeout:
+        return f"it is older than the lock timeout ({timeout})"
+    return None
+
+
+def lock_holder_text(props: Mapping[str, str]) -> str:
+    owner = Owner.parse(props.get(P_OWNER, ""))
+    who = f"process {owner.pid} on {owner.host}" if owner else "an unknown process"
+    return (f"{props.get(P_OPERATION, 'an operation')} by {who} since "
+            f"{props.get(P_SINCE, '(unknown)')}")

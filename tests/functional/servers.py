@@ -1,0 +1,223 @@
+"""Spark servers for the functional tests, launched from the venv's pyspark wheel on 127.0.0.1.
+
+Plain functions (the fixtures live in conftest.py):
+
+    server = start_thrift(tmp / "thrift")            # HiveThriftServer2, ANSI on (Spark's default)
+    server = start_standalone(tmp / "cluster")       # Master + one Worker (1 core, 2g)
+    server = start_connect(tmp / "connect")          # SparkConnectServer (sc://...)
+    print(server.url, server.pids, server.startup_seconds)
+    server.stop()                                    # SIGTERM, then SIGKILL; waits until gone
+
+Each JVM is started by `$SPARK_HOME/bin/spark-submit` / `spark-class` (which exec java, so the
+Popen PID is the JVM's) in its own process group; logs, warehouse and the Derby metastore stay in
+`state_dir`. `scripts/spark-local.sh` starts the same servers by hand.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+HOST = "127.0.0.1"
+THRIFT_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+START_TIMEOUT = 120.0
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((HOST, port)) == 0
+
+
+@dataclass
+class Server:
+    name: str
+    url: str
+    port: int
+    procs: List[subprocess.Popen] = field(default_factory=list)
+    logs: List[Path] = field(default_factory=list)
+    started_at: float = 0.0  # time.monotonic() at launch
+    startup_seconds: float = 0.0  # launch -> listening (and, for a cluster, worker registered)
+    stopped: bool = False
+
+    @property
+    def pids(self) -> List[int]:
+        return [p.pid for p in self.procs]
+
+    @property
+    def pid(self) -> int:
+        return self.procs[0].pid
+
+    def alive(self) -> bool:
+        return all(p.poll() is None for p in self.procs)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(
+            f"--- {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+            for log in self.logs if log.exists())
+
+    def stop(self, grace: float = 20.0) -> None:
+        """SIGTERM each process group (last started first), SIGKILL after `grace` seconds."""
+        atexit.unregister(self.stop)
+        if self.stopped:
+            return  # never signal a process group id that may have been reused since
+        for proc in reversed(self.procs):
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+            # the group may outlive its leader (a Worker's executor JVMs): wait until it is empty
+            deadline = time.monotonic() + grace
+            while _signal_group(proc.pid, 0):
+                if time.monotonic() > deadline:
+                    _signal_group(proc.pid, signal.SIGKILL)
+                time.sleep(0.1)
+        self.stopped = True
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _launch(server: Server, state_dir: Path, log_name: str, argv: List[str],
+            **env_extra: str) -> subprocess.Popen:
+    # a test may have set SPARK_REMOTE for dbt: spark-submit must not see it
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    env.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=HOST, **env_extra)
+    log = state_dir / "logs" / log_name
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, cwd=state_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    server.procs.append(proc)
+    server.logs.append(log)
+    return proc
+
+
+def _wait(server: Server, ready, what: str, timeout: float = START_TIMEOUT) -> None:
+    while not ready():
+        if not server.alive() or time.monotonic() - server.started_at > timeout:
+            reason = "died" if not server.alive() else f"not ready after {timeout:.0f}s"
+            tail = server.log_tail()
+            server.stop()
+            raise RuntimeError(f"{server.name}: {what} {reason}\n{tail}")
+        time.sleep(0.25)
+    server.startup_seconds = time.monotonic() - server.started_at
+
+
+def _sql_confs(state_dir: Path) -> List[str]:
+    confs = {
+        "spark.sql.warehouse.dir": str(state_dir / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={state_dir / 'metastore_db'};create=true",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.ui.enabled": "false",
+    }
+    # the JVM's temp dir too: Hive's <uuid>_resources and scratch dirs would land in /tmp
+    (state_dir / "tmp").mkdir(exist_ok=True)
+    args = ["--driver-java-options", f"-Dderby.system.home={state_dir} -Djava.io.tmpdir={state_dir / 'tmp'}"]
+    for k, v in confs.items():
+        args += ["--conf", f"{k}={v}"]
+    return args
+
+
+def _start_sql_server(name: str, cls: str, scheme: str, state_dir: Path, port: Optional[int],
+                      master: str, conf: Dict[str, str],
+                      extra: Callable[[int], List[str]]) -> Server:
+    state_dir = Path(state_dir).resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    if port_open(port):
+        raise RuntimeError(f"{name}: {HOST}:{port} is already in use")
+    argv = [str(spark_home() / "bin" / "spark-submit"), "--class", cls, "--name", f"chaintable-{name}",
+            "--master", master, *_sql_confs(state_dir)]
+    for k, v in conf.items():
+        argv += ["--conf", f"{k}={v}"]
+    server = Server(name, f"{scheme}{HOST}:{port}", port, started_at=time.monotonic())
+    _launch(server, state_dir, f"{name}.log", argv + extra(port))
+    atexit.register(server.stop)
+    _wait(server, lambda: port_open(port), f"port {port}")
+    return server
+
+
+def start_thrift(state_dir: Path, port: Optional[int] = None, ansi: bool = True,
+                 master: str = "local[*]", conf: Optional[Dict[str, str]] = None) -> Server:
+    """Spark Thrift Server (HiveServer2 protocol, PyHive / dbt-spark `method: thrift`).
+
+    ANSI stays at Spark's default (on) unless ansi=False; `url` is host:port."""
+    conf = dict(conf or {})
+    if not ansi:
+        conf["spark.sql.ansi.enabled"] = "false"
+    return _start_sql_server(
+        "thrift", THRIFT_CLASS, "", state_dir, port, master, conf,
+        lambda p: ["--hiveconf", f"hive.server2.thrift.bind.host={HOST}",
+                   "--hiveconf", f"hive.server2.thrift.port={p}", "spark-internal"])
+
+
+def start_connect(state_dir: Path, port: Optional[int] = None, master: str = "local[*]",
+                  conf: Optional[Dict[str, str]] = None) -> Server:
+    """Spark Connect server with a Hive catalog; `url` is sc://host:port (for SPARK_REMOTE)."""
+    conf = {"spark.sql.catalogImplementation": "hive", **(conf or {})}
+    return _start_sql_server(
+        "connect", CONNECT_CLASS, "sc://", state_dir, port, master, conf,
+        lambda p: ["--conf", f"spark.connect.grpc.binding.address={HOST}",
+                   "--conf", f"spark.connect.grpc.binding.port={p}"])
+
+
+def start_standalone(state_dir: Path, port: Optional[int] = None, cores: int = 1,
+                     memory: str = "2g") -> Server:
+    """Standalone Master + one Worker; `url` is spark://host:port, `pids` are [master, worker]."""
+    state_dir = Path(state_dir).resolve()
+    (state_dir / "work").mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    if port_open(port):
+        raise RuntimeError(f"standalone: {HOST}:{port} is already in use")
+    spark_class = str(spark_home() / "bin" / "spark-class")
+    server = Server("standalone", f"spark://{HOST}:{port}", port, started_at=time.monotonic())
+    atexit.register(server.stop)
+    # web UIs on random ports; no REST submission server (it would take the fixed port 6066)
+    opts = f"{os.environ.get('SPARK_MASTER_OPTS', '')} -Dspark.master.rest.enabled=false"
+    master = [spark_class, MASTER_CLASS, "--host", HOST, "--port", str(port), "--webui-port", "0"]
+    _launch(server, state_dir, "master.log", master, SPARK_MASTER_OPTS=opts)
+    _wait(server, lambda: port_open(port), f"master port {port}")
+    worker = [spark_class, WORKER_CLASS, "--host", HOST, "--port", "0", "--webui-port", "0",
+              "--cores", str(cores), "--memory", memory, "--work-dir", str(state_dir / "work"),
+              server.url]
+    _launch(server, state_dir, "worker.log", worker)
+    master_log = server.logs[0]
+    _wait(server, lambda: "Registering worker" in master_log.read_text(errors="replace"),
+          "worker registration")
+    return server
