@@ -149,12 +149,18 @@ def test_drop_guard_refuses_breaking_a_chain(project):
 
 @pytest.mark.parametrize("extra, message", [
     ("partition_expiration_check_interval='1 d', partition_timestamp_formatter='yyyyMM'",
-     "partition_timestamp_formatter"),
+     "does not give a complete date"),
+    ("partition_expiration_check_interval='1 d', partition_timestamp_formatter='yyyyMMdd QQQ'",
+     "unsupported pattern letters 'QQQ'"),
+    ("partition_timestamp_formatter='yyyyMMdd', partition_timestamp_pattern='$day'",
+     "partition_timestamp_pattern"),
 ])
 def test_incomplete_formatter_fails_at_config_time(project, extra, message):
     p = project
     p.table("changes", "id int, v string, region string, dt string", ROWS)
-    p.model("t", EXPIRING.replace("partition_timestamp_formatter='yyyyMMdd', ", "").format(extra=extra))
+    p.model("t", EXPIRING.replace("partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',",
+                                "partition_timestamp_pattern='$dt',"
+                                if "timestamp_pattern" not in extra else "").format(extra=extra))
     p.dbt("run", vars={"dt": "20250101"}, expect_ok=False)
     assert message in p.log_text() and "'t'" in p.log_text()
     assert [r[1] for r in p.rows("show tables in {s}")] == ["changes"]  # nothing written
