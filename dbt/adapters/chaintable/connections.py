@@ -9,6 +9,10 @@ from dbt.adapters.spark.connections import SparkConnectionManager, SparkCredenti
 
 @dataclass
 class ChainTableCredentials(SparkCredentials):
+    # dbt-spark polls a Thrift Server every 5 s by default; a chain run is a few dozen short
+    # statements, so poll often (seconds, fractions allowed)
+    poll_interval: float = 0.2  # type: ignore[assignment]
+
     @property
     def type(self) -> str:
         return "chaintable"

@@ -1,0 +1,247 @@
+"""Beyond one machine (issue 5): the same project on a Spark Thrift Server and on a standalone
+cluster, started from the pyspark wheel on 127.0.0.1 by servers.py and stopped by PID.
+
+The Thrift Server runs with ANSI mode on (Spark's default there); the in-process session method
+runs with ANSI off (dbt-spark forces it). The same chain history is built on both and every
+partition must read the same rows, so both ANSI settings are covered by one comparison.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import Project
+import servers
+
+MODEL = """
+{{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
+          chain_partition_keys=['dt'], primary_key=['id', 'region', 'dt'],
+          sequence_field='seq', rowkind_field='op', chain_partition={'dt': var('dt')},
+          partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',
+          partition_expiration_time='3650 d') }}
+select id, amount, note, op, seq, region, dt from {{ target.schema }}.changes
+where dt = '{{ var("dt") }}'
+"""
+DOWNSTREAM = """
+{{ config(materialized='table') }}
+select region, count(*) as n, sum(amount) as total
+from {{ chain_read(ref('t'), {'dt': '20250803'}) }} s group by region
+"""
+SCHEMA_YML = """
+version: 2
+models:
+  - name: t
+    columns:
+      - name: id
+        tests:
+          - not_null
+          - unique:
+              config:
+                where: "dt = '20250803' and region = 'CN'"
+"""
+# decimals, timestamps-as-sequence ints, deletes of anchor-only keys, -U/+U pairs, nulls
+CHANGES = """
+SELECT * FROM VALUES
+  (1, CAST(10.50 AS DECIMAL(10,2)), 'a', '+I', 1, 'CN', '20250801'),
+  (2, CAST(20.00 AS DECIMAL(10,2)), NULL, '+I', 1, 'CN', '20250801'),
+  (3, CAST(5.25 AS DECIMAL(10,2)), 'c', '+I', 1, 'US', '20250801'),
+  (1, CAST(10.50 AS DECIMAL(10,2)), 'a', '-U', 5, 'CN', '20250802'),
+  (1, CAST(11.00 AS DECIMAL(10,2)), 'a2', '+U', 5, 'CN', '20250802'),
+  (2, CAST(20.00 AS DECIMAL(10,2)), NULL, '-D', 6, 'CN', '20250802'),
+  (4, CAST(1.00 AS DECIMAL(10,2)), 'new', '+I', 7, 'US', '20250802'),
+  (1, CAST(99.00 AS DECIMAL(10,2)), 'late', '+U', 4, 'CN', '20250803'),
+  (3, CAST(6.00 AS DECIMAL(10,2)), 'c3', '+U', 8, 'US', '20250803'),
+  (5, CAST(2.50 AS DECIMAL(10,2)), 'e', '+I', 9, 'EU', '20250803'),
+  (4, CAST(1.00 AS DECIMAL(10,2)), 'new', '-D', 10, 'US', '20250804')
+AS v(id, amount, note, op, seq, region, dt)
+"""
+EXPECTED_0803 = [  # key 1's late row (seq 4) loses to day 2's seq 5; key 2 deleted
+    ("CN", 1, "11.00", "a2"), ("EU", 5, "2.50", "e"), ("US", 3, "6.00", "c3"), ("US", 4, "1.00", "new")]
+
+
+class ThriftProject(Project):
+    """A project on the Thrift Server; reads go through the server too (PyHive)."""
+
+    def __init__(self, root, server, schema):
+        output = {"type": "chaintable", "method": "thrift", "host": servers.HOST,
+                  "port": server.port, "user": "dbt", "schema": schema, "poll_interval": 0.05,
+                  "connect_retries": 3, "connect_timeout": 10}
+        super().__init__(root, None, output, schema)
+        from pyhive import hive
+        self.conn = hive.connect(host=servers.HOST, port=server.port, username="dbt")
+
+    def sql(self, sql):
+        cur = self.conn.cursor()
+        cur.execute(sql)
+        try:
+            return [tuple(r) for r in cur.fetchall()]
+        except Exception:
+            return []
+
+    def rows(self, sql):
+        return sorted(self.sql(sql.format(s=self.schema)))
+
+    def partitions(self, table):
+        return sorted(r[0] for r in self.sql(f"SHOW PARTITIONS {self.schema}.{table}"))
+
+
+@pytest.fixture(scope="session")
+def thrift_server(tmp_path_factory):
+    server = servers.start_thrift(tmp_path_factory.mktemp("thrift"))  # ANSI on
+    yield server
+    server.stop()
+    assert not server.alive()
+
+
+def build_history(p, create_source):
+    create_source(f"CREATE TABLE {p.schema}.changes USING parquet AS {CHANGES}")
+    p.model("t", MODEL)
+    p.model("by_region", DOWNSTREAM)
+    p.file("models/schema.yml", SCHEMA_YML)
+    for d in ("20250801", "20250802", "20250803"):
+        p.dbt("run", "--select", "t", vars={"dt": d})
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250802"}})
+    assert "(result: true)" in p.log_text()
+    p.dbt("run", "--select", "t", vars={"dt": "20250804"})
+    p.dbt("run", "--select", "by_region", vars={"dt": "20250804"})
+    p.dbt("test", vars={"dt": "20250804"})
+    p.run_op("chain_status", {"model": "t"})
+    status = p.log_text()
+    p.run_op("expire_chain", {"model": "t", "now": "2035-08-20 00:00:00", "dry_run": True})
+    dry = p.log_text()
+    return status, dry
+
+
+def normalized(rows):
+    return sorted(tuple(str(v) if v is not None else None for v in r) for r in rows)
+
+
+def state_of(p):
+    return {k: normalized(v) for k, v in p.full_state(cols="region, id, amount, note").items()}
+
+
+def test_thrift_gives_the_same_rows_as_session(project, thrift_server, tmp_path):
+    local = project
+    remote = ThriftProject(tmp_path / "thrift_proj", thrift_server, "r_" + uuid.uuid4().hex[:8])
+    remote.sql(f"CREATE DATABASE {remote.schema}")
+    try:
+        status_l, dry_l = build_history(local, lambda sql: local.spark.sql(sql))
+        status_r, dry_r = build_history(remote, remote.sql)
+        full_l, full_r = state_of(local), state_of(remote)
+        assert full_l == full_r
+        assert full_r["region=CN/dt=20250803"] and sorted(
+            full_r["region=CN/dt=20250803"] + full_r["region=US/dt=20250803"]
+            + full_r["region=EU/dt=20250803"]) == sorted(
+            (r, str(i), a, n) for r, i, a, n in EXPECTED_0803)
+        assert full_r["region=US/dt=20250804"] == [("US", "3", "6.00", "c3")]
+        assert normalized(remote.rows("select * from {s}.by_region")) == normalized(
+            local.rows("select * from {s}.by_region")) == [("CN", "1", "11.00"), ("EU", "1", "2.50"),
+                                                             ("US", "2", "7.00")]
+        assert remote.partitions("t__snapshot") == local.partitions("t__snapshot")
+        assert "region=CN  2" in status_r and "dt=20250802" in status_r
+        assert "drop snapshot region=CN/dt=20250801" in dry_r and "drop snapshot region=CN/dt=20250801" in dry_l
+        # expiration for real, the drop guard, and reads unchanged on both engines
+        for p in (local, remote):
+            p.run_op("drop_chain_partition", {"model": "t", "partition": "region=US,dt=20250801"},
+                     expect_ok=False)
+            assert "refusing to drop snapshot" in p.log_text()
+            p.run_op("expire_chain", {"model": "t", "now": "2035-08-20 00:00:00"})
+        after_l, after_r = state_of(local), state_of(remote)
+        assert after_l == after_r == {k: v for k, v in full_l.items() if k in after_r}
+        assert "region=CN/dt=20250801" not in after_r
+        assert [r for r in remote.sql(f"SHOW TABLES IN {remote.schema}") if "chain_" in r[1]] == []
+    finally:
+        remote.sql(f"DROP DATABASE IF EXISTS {remote.schema} CASCADE")
+        remote.conn.close()
+
+
+def test_thrift_refuses_bad_rows_and_keeps_the_chain(thrift_server, tmp_path):
+    p = ThriftProject(tmp_path / "bad", thrift_server, "b_" + uuid.uuid4().hex[:8])
+    p.sql(f"CREATE DATABASE {p.schema}")
+    try:
+        p.sql(f"CREATE TABLE {p.schema}.changes USING parquet AS {CHANGES}")
+        p.model("t", MODEL)
+        p.dbt("run", vars={"dt": "20250801"})
+        p.sql(f"INSERT INTO {p.schema}.changes VALUES "
+              "(9, 1.00, 'x', '+I', 1, 'CN', '20250802'), (9, 2.00, 'y', '+I', 1, 'CN', '20250802')")
+        p.dbt("run", vars={"dt": "20250802"}, expect_ok=False)
+        assert "2 rows for key (id=9, region='CN', dt='20250802', seq=1)" in p.log_text()
+        assert p.partitions("t__delta") == []
+        assert p.rows("select count(*) from {s}.t where dt = '20250801'") == [(3,)]
+    finally:
+        p.sql(f"DROP DATABASE IF EXISTS {p.schema} CASCADE")
+        p.conn.close()
+
+
+STANDALONE_SCRIPT = """
+import json, sys
+from dbt.cli.main import dbtRunner
+proj = sys.argv[1]
+args = ["--project-dir", proj, "--profiles-dir", proj]
+def run(*a, **vars):
+    res = dbtRunner().invoke(list(a) + args + ["--vars", json.dumps(vars)])
+    if not res.success:
+        raise SystemExit(f"dbt {a} failed: {res.exception}")
+run("run", dt="20250801")
+run("run", dt="20250802")
+run("run", dt="20250803")
+run("run-operation", "compact_chain", "--args", json.dumps({"model": "t", "partition": {"dt": "20250802"}}))
+run("run", dt="20250804")
+run("run-operation", "dump")
+"""
+
+
+def test_standalone_cluster_session_mode(tmp_path_factory):
+    """session method with spark.master = spark://127.0.0.1:<port>: a Master and one Worker,
+    dbt in its own process (the pytest process already holds a local SparkSession)."""
+    root = tmp_path_factory.mktemp("standalone")
+    cluster = servers.start_standalone(root / "cluster")
+    try:
+        proj = root / "proj"
+        (proj / "models").mkdir(parents=True)
+        (proj / "macros").mkdir()
+        (proj / "dbt_project.yml").write_text(
+            "name: s\nversion: '1.0'\nconfig-version: 2\nprofile: s\nmodel-paths: [models]\n"
+            "macro-paths: [macros]\n")
+        params = {
+            "spark.master": cluster.url,
+            "spark.sql.warehouse.dir": str(root / "wh"),
+            "spark.hadoop.javax.jdo.option.ConnectionURL":
+                f"jdbc:derby:;databaseName={root / 'ms'};create=true",
+            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+            "spark.executor.memory": "1g", "spark.driver.host": servers.HOST}
+        (proj / "profiles.yml").write_text(json.dumps({"s": {"target": "t", "outputs": {"t": {
+            "type": "chaintable", "method": "session", "host": "localhost", "schema": "s",
+            "server_side_parameters": params}}}}))
+        (proj / "models" / "t.sql").write_text(MODEL.replace(
+            "from {{ target.schema }}.changes", f"from ({CHANGES}) src"))
+        (proj / "macros" / "dump.sql").write_text(textwrap.dedent("""
+            {% macro dump() %}
+              {% set rows = run_query("select concat_ws('|', region, dt, cast(id as string), "
+                 ~ "cast(amount as string), coalesce(note, 'NULL')) from " ~ target.schema
+                 ~ ".t where dt in ('20250803', '20250804') order by 1") %}
+              {% for r in rows.rows %}{{ log("ROW " ~ r[0], info=True) }}{% endfor %}
+            {% endmacro %}
+            """))
+        script = root / "s.py"
+        script.write_text(STANDALONE_SCRIPT)
+        env = {**os.environ, "DERBY_SYSTEM_HOME": str(root), "SPARK_LOCAL_IP": servers.HOST,
+               "PYSPARK_PYTHON": sys.executable}
+        out = subprocess.run([sys.executable, str(script), str(proj)], env=env, cwd=root,
+                             capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+        rows = [line.split("ROW ", 1)[1] for line in out.stdout.splitlines() if " ROW " in line]
+        assert rows == sorted(
+            [f"{r}|20250803|{i}|{a}|{n}" for r, i, a, n in EXPECTED_0803]
+            + ["CN|20250804|1|11.00|a2", "EU|20250804|5|2.50|e", "US|20250804|3|6.00|c3"])
+        # the work ran on the cluster's executor, not in a local master
+        worker_dirs = list((root / "cluster" / "work").glob("app-*"))
+        assert worker_dirs, "no application ran on the standalone worker"
+    finally:
+        cluster.stop()
+    assert not cluster.alive()
