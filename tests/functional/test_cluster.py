@@ -1,5 +1,6 @@
-"""Beyond one machine (issue 5): the same project on a Spark Thrift Server and on a standalone
-cluster, started from the pyspark wheel on 127.0.0.1 by servers.py and stopped by PID.
+"""Beyond one machine (issue 5): the same project on a Spark Thrift Server, a standalone cluster
+and a Spark Connect server, started from the pyspark wheel on 127.0.0.1 by servers.py and
+stopped by PID.
 
 The Thrift Server runs with ANSI mode on (Spark's default there); the in-process session method
 runs with ANSI off (dbt-spark forces it). The same chain history is built on both and every
@@ -196,18 +197,48 @@ run("run-operation", "dump")
 """
 
 
+def run_project_in_subprocess(root, params, **env_extra):
+    """The chain history of STANDALONE_SCRIPT in a dbt process of its own (the pytest process
+    already holds a local SparkSession); returns the ROW lines of dt 20250803 and 20250804."""
+    proj = root / "proj"
+    (proj / "models").mkdir(parents=True)
+    (proj / "macros").mkdir()
+    (proj / "dbt_project.yml").write_text(
+        "name: s\nversion: '1.0'\nconfig-version: 2\nprofile: s\nmodel-paths: [models]\n"
+        "macro-paths: [macros]\n")
+    (proj / "profiles.yml").write_text(json.dumps({"s": {"target": "t", "outputs": {"t": {
+        "type": "chaintable", "method": "session", "host": "localhost", "schema": "s",
+        "server_side_parameters": params}}}}))
+    (proj / "models" / "t.sql").write_text(MODEL.replace(
+        "from {{ target.schema }}.changes", f"from ({CHANGES}) src"))
+    (proj / "macros" / "dump.sql").write_text(textwrap.dedent("""
+        {% macro dump() %}
+          {% set rows = run_query("select concat_ws('|', region, dt, cast(id as string), "
+             ~ "cast(amount as string), coalesce(note, 'NULL')) from " ~ target.schema
+             ~ ".t where dt in ('20250803', '20250804') order by 1") %}
+          {% for r in rows.rows %}{{ log("ROW " ~ r[0], info=True) }}{% endfor %}
+        {% endmacro %}
+        """))
+    script = root / "s.py"
+    script.write_text(STANDALONE_SCRIPT)
+    env = {**os.environ, "DERBY_SYSTEM_HOME": str(root), "SPARK_LOCAL_IP": servers.HOST,
+           "PYSPARK_PYTHON": sys.executable, **env_extra}
+    out = subprocess.run([sys.executable, str(script), str(proj)], env=env, cwd=root,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    return out, [line.split("ROW ", 1)[1] for line in out.stdout.splitlines() if " ROW " in line]
+
+
+EXPECTED_ROWS = sorted(
+    [f"{r}|20250803|{i}|{a}|{n}" for r, i, a, n in EXPECTED_0803]
+    + ["CN|20250804|1|11.00|a2", "EU|20250804|5|2.50|e", "US|20250804|3|6.00|c3"])
+
+
 def test_standalone_cluster_session_mode(tmp_path_factory):
-    """session method with spark.master = spark://127.0.0.1:<port>: a Master and one Worker,
-    dbt in its own process (the pytest process already holds a local SparkSession)."""
+    """session method with spark.master = spark://127.0.0.1:<port>: a Master and one Worker."""
     root = tmp_path_factory.mktemp("standalone")
     cluster = servers.start_standalone(root / "cluster")
     try:
-        proj = root / "proj"
-        (proj / "models").mkdir(parents=True)
-        (proj / "macros").mkdir()
-        (proj / "dbt_project.yml").write_text(
-            "name: s\nversion: '1.0'\nconfig-version: 2\nprofile: s\nmodel-paths: [models]\n"
-            "macro-paths: [macros]\n")
         params = {
             "spark.master": cluster.url,
             "spark.sql.warehouse.dir": str(root / "wh"),
@@ -215,33 +246,31 @@ def test_standalone_cluster_session_mode(tmp_path_factory):
                 f"jdbc:derby:;databaseName={root / 'ms'};create=true",
             "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
             "spark.executor.memory": "1g", "spark.driver.host": servers.HOST}
-        (proj / "profiles.yml").write_text(json.dumps({"s": {"target": "t", "outputs": {"t": {
-            "type": "chaintable", "method": "session", "host": "localhost", "schema": "s",
-            "server_side_parameters": params}}}}))
-        (proj / "models" / "t.sql").write_text(MODEL.replace(
-            "from {{ target.schema }}.changes", f"from ({CHANGES}) src"))
-        (proj / "macros" / "dump.sql").write_text(textwrap.dedent("""
-            {% macro dump() %}
-              {% set rows = run_query("select concat_ws('|', region, dt, cast(id as string), "
-                 ~ "cast(amount as string), coalesce(note, 'NULL')) from " ~ target.schema
-                 ~ ".t where dt in ('20250803', '20250804') order by 1") %}
-              {% for r in rows.rows %}{{ log("ROW " ~ r[0], info=True) }}{% endfor %}
-            {% endmacro %}
-            """))
-        script = root / "s.py"
-        script.write_text(STANDALONE_SCRIPT)
-        env = {**os.environ, "DERBY_SYSTEM_HOME": str(root), "SPARK_LOCAL_IP": servers.HOST,
-               "PYSPARK_PYTHON": sys.executable}
-        out = subprocess.run([sys.executable, str(script), str(proj)], env=env, cwd=root,
-                             capture_output=True, text=True, timeout=900)
-        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-        rows = [line.split("ROW ", 1)[1] for line in out.stdout.splitlines() if " ROW " in line]
-        assert rows == sorted(
-            [f"{r}|20250803|{i}|{a}|{n}" for r, i, a, n in EXPECTED_0803]
-            + ["CN|20250804|1|11.00|a2", "EU|20250804|5|2.50|e", "US|20250804|3|6.00|c3"])
+        _, rows = run_project_in_subprocess(root, params)
+        assert rows == EXPECTED_ROWS
         # the work ran on the cluster's executor, not in a local master
         worker_dirs = list((root / "cluster" / "work").glob("app-*"))
         assert worker_dirs, "no application ran on the standalone worker"
     finally:
         cluster.stop()
     assert not cluster.alive()
+
+
+def test_spark_connect_session_mode(tmp_path_factory):
+    """session method with SPARK_REMOTE=sc://127.0.0.1:<port>: dbt-spark's session builder
+    returns a Spark Connect session, so every statement runs on the Connect server (its own
+    Hive catalog); the dbt process starts no JVM. Needs the `connect` extra."""
+    root = tmp_path_factory.mktemp("connect")
+    server = servers.start_connect(root / "server")
+    try:
+        out, rows = run_project_in_subprocess(root, {"spark.sql.shuffle.partitions": "2"},
+                                              SPARK_REMOTE=server.url)
+        assert rows == EXPECTED_ROWS
+        # the chain tables live in the server's warehouse, not in a local one of the dbt process
+        assert (root / "server" / "warehouse" / "s.db" / "t__snapshot").is_dir()
+        assert (root / "server" / "warehouse" / "s.db" / "t__delta").is_dir()
+        assert not (root / "spark-warehouse").exists() and not (root / "metastore_db").exists()
+        assert "CANNOT_MODIFY_STATIC_CONFIG" not in out.stderr
+    finally:
+        server.stop()
+    assert not server.alive()

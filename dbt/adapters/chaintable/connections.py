@@ -2,9 +2,16 @@
 
 Only the adapter type differs, so that profiles say `type: chaintable`.
 """
+import warnings
 from dataclasses import dataclass
 
 from dbt.adapters.spark.connections import SparkConnectionManager, SparkCredentials
+
+# session method against Spark Connect (SPARK_REMOTE): dbt-spark's builder calls
+# enableHiveSupport(), a static config the server fixed at start-up, and pyspark warns about it
+# on every statement; the server's catalog is what the user chose, so the warning is noise
+warnings.filterwarnings("ignore", message=r"(?s).*CANNOT_MODIFY_STATIC_CONFIG.*catalogImplementation",
+                        category=UserWarning)
 
 
 @dataclass
