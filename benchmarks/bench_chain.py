@@ -1,0 +1,364 @@
+"""Chain table vs the classic daily full snapshot, measured side by side in one run.
+
+    .venv/bin/python benchmarks/bench_chain.py [--rows 2000000 --days 14 --rate 0.01 --groups 1]
+
+One synthetic ODS change log (day 1: the full export; later days: updates, inserts and deletes
+of `rate` of the rows, with an op column and a sequence column) feeds two dbt models of one
+project, run day by day in this process (dbtRunner, method: session, one SparkSession):
+
+  ods_full   the classic job: incremental, insert_overwrite, partitioned by dt; each day merges
+             yesterday's full partition (from itself) with today's changes into today's full
+             partition (day 1 = full load).
+  ods_chain  chain_incremental: each day stores only the day's changes (day 1 = full load into
+             the snapshot branch); `dbt run-operation compact_chain` every `--compact-every`
+             days (days 1+7k: a snapshot a week, so no day is more than 6 deltas from its anchor).
+
+Measured: bytes on disk, daily dbt run wall time, reads of one day's full state (count + checksum
+over all columns, equal results asserted), compaction time. Prints chain/baseline ratios and
+writes bench_chain.json + bench_chain.png into --out.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (Dbt, dir_bytes, fresh_root, median, ratio, session_params,  # noqa: E402
+                    start_spark, table_location)
+
+SCHEMA, SRC = "bench", "bench_src"
+VALUE_COLS = ["name", "status", "amount", "qty", "note"]
+GOALS = {  # issue 6: chain / baseline
+    "storage": 0.20, "daily_run": 0.25, "read_uncompacted": 1.5, "read_compacted": 1.1,
+    "compaction": 1.2,
+}
+
+
+def day_values(days: int, start: str = "20250101") -> List[str]:
+    d0 = dt.datetime.strptime(start, "%Y%m%d")
+    return [(d0 + dt.timedelta(days=i)).strftime("%Y%m%d") for i in range(days)]
+
+
+# ---- the synthetic change log ----------------------------------------------------------------
+def generate_source(spark, rows: int, days: List[str], rate: float, groups: int) -> Dict[str, int]:
+    """bench_src.changes, partitioned by dt. Day 1: `rows` keys, all +I. Day k>1: about
+    rate*rows changes: 70 % +U and 10 % -D of existing keys (chosen by a hash of key and day),
+    20 % +I of new keys. seq = k * 1e10 + id (higher wins; one change per key and day)."""
+    from pyspark.sql import functions as F
+
+    M = 1_000_000
+    inserts = int(round(rows * rate * 0.2))
+
+    def values(df, k: int):
+        h = F.xxhash64("id", F.lit(k))
+        df = df.withColumn("name", F.concat(F.lit("customer_"), F.col("id").cast("string")))
+        df = df.withColumn("status", F.element_at(
+            F.array(*[F.lit(s) for s in ("new", "paid", "shipped", "done", "returned")]),
+            (F.pmod(h, F.lit(5)) + 1).cast("int")))
+        df = df.withColumn("amount", (F.pmod(F.xxhash64("id", F.lit(k), F.lit("a")), F.lit(10_000_000))
+                                      / 100).cast("decimal(12,2)"))
+        df = df.withColumn("qty", F.pmod(h, F.lit(97)).cast("int"))
+        df = df.withColumn("note", F.concat(F.lit("note "), F.sha2(F.col("id").cast("string"), 256).substr(1, 24)))
+        df = df.withColumn("seq", F.lit(k) * F.lit(10 ** 10) + F.col("id"))
+        if groups > 1:
+            df = df.withColumn("grp", F.concat(F.lit("g"), F.pmod(F.col("id"), F.lit(groups)).cast("string")))
+        return df
+
+    parts = [values(spark.range(rows), 1).withColumn("op", F.lit("+I")).withColumn("dt", F.lit(days[0]))]
+    for k, day in enumerate(days[1:], start=2):
+        pick = F.pmod(F.xxhash64("id", F.lit(k), F.lit("pick")), F.lit(M))
+        touched = spark.range(rows).where(pick < F.lit(int(rate * 0.8 * M)))
+        kind = F.when(F.pmod(F.xxhash64("id", F.lit(k), F.lit("kind")), F.lit(8)) == 0, F.lit("-D")) \
+            .otherwise(F.lit("+U"))
+        changed = values(touched, k).withColumn("op", kind)
+        start = rows + (k - 2) * inserts
+        new = values(spark.range(start, start + inserts), k).withColumn("op", F.lit("+I"))
+        parts.append(changed.unionByName(new).withColumn("dt", F.lit(day)))
+    cols = ["id"] + VALUE_COLS + ["op", "seq"] + (["grp"] if groups > 1 else []) + ["dt"]
+    df = parts[0].select(*cols)
+    for p in parts[1:]:
+        df = df.unionByName(p.select(*cols))
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {SRC}")
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {SCHEMA}")
+    df.repartition("dt").write.format("parquet").partitionBy("dt").mode("overwrite") \
+        .saveAsTable(f"{SRC}.changes")
+    counts = {r[0]: r[1] for r in spark.sql(
+        f"SELECT dt, count(*) FROM {SRC}.changes GROUP BY dt").collect()}
+    return {d: int(counts.get(d, 0)) for d in days}
+
+
+# ---- the dbt project -------------------------------------------------------------------------
+def write_project(root: Path, groups: int, baseline_sql: str) -> Path:
+    proj = root / "project"
+    (proj / "models").mkdir(parents=True)
+    part = ["grp", "dt"] if groups > 1 else ["dt"]
+    cols = ", ".join(["id"] + VALUE_COLS + ["op", "seq"] + (["grp"] if groups > 1 else []))
+    (proj / "dbt_project.yml").write_text(textwrap.dedent("""\
+        name: chain_bench
+        version: '1.0'
+        config-version: 2
+        profile: chain_bench
+        model-paths: [models]
+        """))
+    output = {"type": "chaintable", "method": "session", "host": "localhost", "schema": SCHEMA,
+              "server_side_parameters": session_params(root)}
+    (proj / "profiles.yml").write_text(json.dumps(
+        {"chain_bench": {"target": "bench", "outputs": {"bench": output}}}))
+    (proj / "models" / "sources.yml").write_text(textwrap.dedent(f"""\
+        version: 2
+        sources:
+          - name: src
+            schema: {SRC}
+            tables: [{{name: changes}}]
+        """))
+    key = ["id"] + part
+    (proj / "models" / "ods_chain.sql").write_text(textwrap.dedent(f"""\
+        {{{{ config(
+            materialized='chain_incremental',
+            partition_by={part!r},
+            chain_partition_keys=['dt'],
+            primary_key={key!r},
+            sequence_field='seq',
+            rowkind_field='op',
+            chain_partition={{'dt': var('dt')}},
+        ) }}}}
+        select {cols}, dt
+        from {{{{ source('src', 'changes') }}}}
+        where dt = '{{{{ var("dt") }}}}'
+        """))
+    if baseline_sql == "window":
+        # the classic merge: yesterday's full partition + today's changes, latest row per key
+        merge = f"""\
+            select {cols}, '{{{{ var("dt") }}}}' as dt from (
+              select *, row_number() over (partition by id order by seq desc, src desc) as rn
+              from (
+                select {cols}, 0 as src from {{{{ this }}}} where dt = '{{{{ var("prev_dt") }}}}'
+                union all
+                select {cols}, 1 as src from {{{{ source('src', 'changes') }}}}
+                where dt = '{{{{ var("dt") }}}}'
+              ) u
+            ) r
+            where rn = 1 and op not in ('-U', '-D')"""
+    else:  # anti join: unchanged rows pass through, changed keys take their (single) new row
+        merge = f"""\
+            select {cols}, '{{{{ var("dt") }}}}' as dt from {{{{ this }}}} p
+            left anti join (select id from {{{{ source('src', 'changes') }}}}
+                            where dt = '{{{{ var("dt") }}}}') c on p.id = c.id
+            where p.dt = '{{{{ var("prev_dt") }}}}'
+            union all
+            select {cols}, '{{{{ var("dt") }}}}' as dt from {{{{ source('src', 'changes') }}}}
+            where dt = '{{{{ var("dt") }}}}' and op not in ('-U', '-D')"""
+    (proj / "models" / "ods_full.sql").write_text(
+        f"{{{{ config(materialized='incremental', incremental_strategy='insert_overwrite', "
+        f"partition_by={part!r}, file_format='parquet') }}}}\n"
+        "{% if is_incremental() %}\n" + textwrap.dedent(merge) + "\n{% else %}\n"
+        f"select {cols}, dt from {{{{ source('src', 'changes') }}}}\n"
+        f"where dt = '{{{{ var(\"dt\") }}}}' and op not in ('-U', '-D')\n"
+        "{% endif %}\n")
+    return proj
+
+
+# ---- measurements ----------------------------------------------------------------------------
+def read_day(spark, relation: str, day: str, groups: int, repeats: int) -> Dict[str, Any]:
+    """count(*) and a checksum over every column of one day's full state; the median of
+    `repeats` timed reads after one untimed warm-up read."""
+    cols = ["id"] + VALUE_COLS + ["op", "seq"] + (["grp"] if groups > 1 else []) + ["dt"]
+    sql = (f"SELECT count(*), sum(CAST(xxhash64({', '.join(cols)}) AS DECIMAL(38,0))) "
+           f"FROM {relation} WHERE dt = '{day}'")
+    result = tuple(spark.sql(sql).collect()[0])
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        again = tuple(spark.sql(sql).collect()[0])
+        times.append(time.perf_counter() - t0)
+        assert again == result, f"{relation} {day}: non-deterministic read {again} != {result}"
+    return {"rows": int(result[0]), "checksum": str(result[1]), "times_s": times,
+            "median_s": median(times)}
+
+
+def model_bytes(spark, tables: List[str]) -> Dict[str, int]:
+    return {t: dir_bytes(table_location(spark, f"{SCHEMA}.{t}")) for t in tables}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--days", type=int, default=14)
+    ap.add_argument("--rate", type=float, default=0.01)
+    ap.add_argument("--groups", type=int, default=1)
+    ap.add_argument("--compact-every", type=int, default=7,
+                    help="snapshot every N days: compact_chain on days 1+N, 1+2N, ...")
+    ap.add_argument("--read-repeats", type=int, default=3)
+    ap.add_argument("--baseline-sql", choices=["window", "antijoin"], default="window",
+                    help="the classic job's merge: row_number over yesterday + changes (default) "
+                         "or a broadcast anti join")
+    ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
+    args = ap.parse_args()
+
+    out = Path(args.out).resolve()
+    tag = f"chain_n{args.rows}_d{args.days}_g{args.groups}"
+    root = fresh_root(out, tag)
+    days = day_values(args.days)
+    compact_days = [days[i] for i in range(args.compact_every, args.days, args.compact_every)]
+    t_all = time.perf_counter()
+    spark = start_spark(root, args.driver_memory)
+    print(f"generating {args.rows} rows x {args.days} days, rate {args.rate}, {args.groups} group(s) ...",
+          flush=True)
+    t0 = time.perf_counter()
+    src_counts = generate_source(spark, args.rows, days, args.rate, args.groups)
+    gen_s = time.perf_counter() - t0
+    print(f"  source rows per day: {src_counts[days[0]]} then ~{src_counts[days[-1]]} ({gen_s:.0f} s)")
+    proj = write_project(root, args.groups, args.baseline_sql)
+    dbt = Dbt(proj)
+    dbt.invoke("parse")  # the first invocation loads dbt and the adapter: not part of any day
+
+    runs: Dict[str, List[Dict[str, Any]]] = {"baseline": [], "chain": []}
+    compactions: List[Dict[str, Any]] = []
+    for i, day in enumerate(days):
+        vars_ = {"dt": day, "prev_dt": days[i - 1] if i else day}
+        order = ["baseline", "chain"] if i % 2 == 0 else ["chain", "baseline"]  # no order bias
+        line = [f"day {i + 1:2d} {day}"]
+        for which in order:
+            model = "ods_full" if which == "baseline" else "ods_chain"
+            r = dbt.invoke("run", "--select", model, vars=vars_)
+            runs[which].append({"day": day, **r})
+            line.append(f"{which} {r['wall_s']:6.1f} s ({r['statements']['count']} stmts)")
+        if day in compact_days:
+            r = dbt.invoke("run-operation", "compact_chain", "--args",
+                           json.dumps({"model": "ods_chain", "partition": {"dt": day}}))
+            compactions.append({"day": day, **r})
+            line.append(f"compact {r['wall_s']:6.1f} s")
+        print("  ".join(line), flush=True)
+
+    # a: bytes on disk after D days
+    b_bytes = model_bytes(spark, ["ods_full"])
+    c_bytes = model_bytes(spark, ["ods_chain__snapshot", "ods_chain__delta"])
+
+    # c: reads. Uncompacted: the delta-only day farthest from its anchor (6 deltas after a weekly
+    # snapshot); compacted: the latest compacted day. Baseline reads the same day's partition.
+    anchors = [days[0]] + compact_days
+    def chain_len(d: str) -> int:
+        return sum(1 for x in days if max(a for a in anchors if a < d or a == days[0]) < x <= d)
+    uncompacted = max((d for d in days if d not in anchors), key=lambda d: (chain_len(d), d), default=None)
+    compacted = compact_days[-1] if compact_days else None
+    reads: Dict[str, Any] = {}
+    for label, day in (("uncompacted", uncompacted), ("compacted", compacted)):
+        if day is None:
+            continue
+        base = read_day(spark, f"{SCHEMA}.ods_full", day, args.groups, args.read_repeats)
+        chain = read_day(spark, f"{SCHEMA}.ods_chain", day, args.groups, args.read_repeats)
+        equal = (base["rows"], base["checksum"]) == (chain["rows"], chain["checksum"])
+        reads[label] = {"day": day, "chain_length": 0 if label == "compacted" else chain_len(day),
+                        "baseline": base, "chain": chain, "equal": equal}
+        print(f"read {label} day {day}: baseline {base['median_s']:.2f} s, chain "
+              f"{chain['median_s']:.2f} s; rows {base['rows']} / {chain['rows']}, checksum "
+              f"{'equal' if equal else 'DIFFERENT'}", flush=True)
+        if not equal:
+            raise SystemExit(f"chain read of {day} differs from the baseline: "
+                             f"{chain['rows']} rows {chain['checksum']} vs {base['rows']} rows "
+                             f"{base['checksum']}")
+
+    daily_b = [r["wall_s"] for r in runs["baseline"][1:]]  # day 1 (full load) excluded
+    daily_c = [r["wall_s"] for r in runs["chain"][1:]]
+    figures = {
+        "storage": ratio(sum(c_bytes.values()), sum(b_bytes.values())),
+        "daily_run": ratio(median(daily_c), median(daily_b)),
+        "read_uncompacted": ratio(reads["uncompacted"]["chain"]["median_s"],
+                                  reads["uncompacted"]["baseline"]["median_s"]) if "uncompacted" in reads else None,
+        "read_compacted": ratio(reads["compacted"]["chain"]["median_s"],
+                                reads["compacted"]["baseline"]["median_s"]) if "compacted" in reads else None,
+        "compaction": ratio(median([c["wall_s"] for c in compactions]), median(daily_b)) if compactions else None,
+    }
+    result = {
+        "params": {**vars(args), "out": str(out), "days_list": days, "compact_days": compact_days,
+                   "source_rows_per_day": src_counts, "generate_s": gen_s},
+        "bytes": {"baseline": b_bytes, "chain": c_bytes},
+        "daily_runs": {k: [{"day": r["day"], "wall_s": r["wall_s"], "statements": r["statements"]}
+                           for r in v] for k, v in runs.items()},
+        "daily_run_median_s": {"baseline": median(daily_b), "chain": median(daily_c),
+                               "note": "median over days 2..D (day 1 is the full load)"},
+        "full_load_s": {"baseline": runs["baseline"][0]["wall_s"], "chain": runs["chain"][0]["wall_s"]},
+        "compactions": compactions,
+        "reads": reads,
+        "ratios": figures,
+        "goals": {k: {"goal": f"<= {g}", "measured": figures[k],
+                      "met": (figures[k] is not None and figures[k] <= g)} for k, g in GOALS.items()},
+        "total_s": time.perf_counter() - t_all,
+    }
+    print_table(result)
+    (out / f"bench_chain_g{args.groups}.json").write_text(json.dumps(result, indent=2, default=str))
+    chart(result, out / f"bench_chain_g{args.groups}.png")
+    print(f"wrote {out / f'bench_chain_g{args.groups}.json'} and .png ({result['total_s']:.0f} s in all)")
+    spark.stop()
+    return 0
+
+
+def print_table(res: Dict[str, Any]) -> None:
+    r, b, c = res["ratios"], res["bytes"], res["reads"]
+    mb = lambda x: f"{sum(x.values()) / 1e6:9.1f} MB"  # noqa: E731
+    rows = [("a. bytes on disk after D days", mb(b["baseline"]), mb(b["chain"]), r["storage"], "storage")]
+    rows.append(("b. daily run (median, days 2..D)", f"{res['daily_run_median_s']['baseline']:10.2f} s",
+                 f"{res['daily_run_median_s']['chain']:10.2f} s", r["daily_run"], "daily_run"))
+    for label, key in (("uncompacted", "read_uncompacted"), ("compacted", "read_compacted")):
+        if label in c:
+            d = c[label]
+            rows.append((f"c. read {label} day {d['day']} (chain len {d['chain_length']})",
+                         f"{d['baseline']['median_s']:10.2f} s", f"{d['chain']['median_s']:10.2f} s",
+                         r[key], key))
+    if res["compactions"]:
+        med = median([x["wall_s"] for x in res["compactions"]])
+        rows.append(("d. compaction vs one baseline run", f"{res['daily_run_median_s']['baseline']:10.2f} s",
+                     f"{med:10.2f} s", r["compaction"], "compaction"))
+    print()
+    print(f"{'figure':44s} {'baseline':>12s} {'chain':>12s} {'chain/base':>10s}  goal")
+    for name, bv, cv, x, key in rows:
+        g = res["goals"][key]
+        print(f"{name:44s} {bv:>12s} {cv:>12s} {x:10.3f}  {g['goal']:7s} {'met' if g['met'] else 'MISSED'}")
+    print()
+
+
+def chart(res: Dict[str, Any], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    keys = [k for k in GOALS if res["ratios"].get(k) is not None]
+    vals = [res["ratios"][k] for k in keys]
+    colors = ["tab:green" if res["goals"][k]["met"] else "tab:red" for k in keys]
+    ax1.bar(range(len(keys)), vals, color=colors)
+    ax1.scatter(range(len(keys)), [GOALS[k] for k in keys], marker="_", s=900, color="black",
+                label="goal", zorder=3)
+    ax1.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax1.set_xticks(range(len(keys)), [k.replace("_", "\n") for k in keys])
+    ax1.set_ylabel("chain / baseline")
+    for i, v in enumerate(vals):
+        ax1.text(i, v, f"{v:.2f}", ha="center", va="bottom")
+    ax1.legend()
+    p = res["params"]
+    ax1.set_title(f"N={p['rows']:,} D={p['days']} r={p['rate']} G={p['groups']}")
+    for which, style in (("baseline", "o-"), ("chain", "s-")):
+        xs = [r["day"][4:] for r in res["daily_runs"][which]]
+        ax2.plot(xs, [r["wall_s"] for r in res["daily_runs"][which]], style, label=f"{which} run")
+    comp = res["compactions"]
+    if comp:
+        ax2.plot([c["day"][4:] for c in comp], [c["wall_s"] for c in comp], "D", color="tab:red",
+                 label="compact_chain")
+    ax2.set_ylabel("dbt wall time (s)")
+    ax2.set_xlabel("day (MMDD)")
+    ax2.set_title("daily dbt invocations")
+    ax2.tick_params(axis="x", rotation=60)
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

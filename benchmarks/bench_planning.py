@@ -1,0 +1,268 @@
+"""How planning cost grows with history: 200 / 2,000 / 20,000 chain partitions (10 groups).
+
+    .venv/bin/python benchmarks/bench_planning.py [--groups 10 --levels 20,200,2000]
+
+A chain table `hist` (partition_by region, dt; one chain per region) is created by a dbt run,
+then its history is extended with empty partitions (ALTER TABLE ... ADD PARTITION in batches)
+to `level` days per region. Two histories:
+
+  compacted  every day has a snapshot partition except the last 6 (and every day its delta:
+             compaction never removes deltas). The view holds the snapshot branch plus 6 merged
+             branches: planning a one-partition query must not grow with the history.
+  weekly     a snapshot every 7th day, a delta every day: the view has one merged branch per
+             delta-only day, so it grows with the history (by design; measured at --weekly-levels).
+
+At each level: one daily `dbt run` of the next day (wall time; the catalog statements, planner
+and CREATE OR REPLACE VIEW it issues, from dbt's SQL events), the adapter's pure planner on the
+listed partitions, and the optimizer on `select * from hist where region=.. and dt=..` for a
+compacted day and for the latest (delta-only) day. Prints a table with growth factors and writes
+bench_planning.json into --out.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Dbt, fresh_root, median, session_params, start_spark  # noqa: E402
+
+SCHEMA = "plan"
+CATALOG_KINDS = ("SHOW PARTITIONS", "SHOW TBLPROPERTIES", "SHOW TABLES", "SHOW TABLE EXTENDED",
+                 "DESCRIBE TABLE", "DESCRIBE FORMATTED", "DESCRIBE QUERY")
+END = dt.date(2030, 1, 1)  # history grows backwards from here; the daily run writes END + 1
+
+
+def day(offset: int) -> str:
+    return (END + dt.timedelta(days=offset)).strftime("%Y%m%d")
+
+
+def write_project(root: Path, groups: int) -> Path:
+    proj = root / "project"
+    (proj / "models").mkdir(parents=True)
+    (proj / "dbt_project.yml").write_text(textwrap.dedent("""\
+        name: plan_bench
+        version: '1.0'
+        config-version: 2
+        profile: plan_bench
+        model-paths: [models]
+        """))
+    output = {"type": "chaintable", "method": "session", "host": "localhost", "schema": SCHEMA,
+              "server_side_parameters": session_params(root, "4g")}
+    (proj / "profiles.yml").write_text(json.dumps(
+        {"plan_bench": {"target": "b", "outputs": {"b": output}}}))
+    (proj / "models" / "hist.sql").write_text(textwrap.dedent(f"""\
+        {{{{ config(
+            materialized='chain_incremental',
+            partition_by=['region', 'dt'],
+            chain_partition_keys=['dt'],
+            primary_key=['id', 'region', 'dt'],
+            sequence_field='seq',
+            rowkind_field='op',
+            chain_partition={{'dt': var('dt')}},
+        ) }}}}
+        select id, concat('v', id) as v, '+I' as op, cast(id as bigint) + {{{{ var('seq') }}}} as seq,
+               concat('r', lpad(cast(pmod(id, {groups}) as string), 2, '0')) as region,
+               '{{{{ var("dt") }}}}' as dt
+        from (select explode(sequence(1, {groups * 3})) as id) t
+        """))
+    return proj
+
+
+def add_partitions(spark, table: str, parts: List[tuple], batch: int = 200) -> float:
+    t0 = time.perf_counter()
+    for i in range(0, len(parts), batch):
+        specs = " ".join(f"PARTITION (region = '{r}', dt = '{d}')" for r, d in parts[i:i + batch])
+        spark.sql(f"ALTER TABLE {SCHEMA}.{table} ADD IF NOT EXISTS {specs}")
+    return time.perf_counter() - t0
+
+
+def plan_time(spark, sql: str, repeats: int = 3) -> Dict[str, float]:
+    """Parse + analysis + optimization (optimizedPlan), and through physical planning
+    (executedPlan), of a fresh DataFrame each time; medians."""
+    opt, phys = [], []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        df = spark.sql(sql)
+        qe = df._jdf.queryExecution()
+        qe.optimizedPlan()
+        t1 = time.perf_counter()
+        qe.executedPlan()
+        t2 = time.perf_counter()
+        opt.append(t1 - t0)
+        phys.append(t2 - t0)
+    return {"optimized_s": median(opt[1:]), "physical_s": median(phys[1:])}  # first: warm-up
+
+
+def pure_planner(spark) -> Dict[str, Any]:
+    """What the adapter's _load + planner + renderer do for one view refresh, timed in parts:
+    catalog listing (through this SparkSession) and the pure Python planning."""
+    from dbt.adapters.chaintable.options import ChainOptions
+    from dbt.adapters.chaintable.planner import ChainState, parse_partition_path
+    from dbt.adapters.chaintable.sqlgen import Renderer
+
+    snap, delta = f"{SCHEMA}.hist__snapshot", f"{SCHEMA}.hist__delta"
+    t0 = time.perf_counter()
+    props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {snap}").collect()}
+    cols = []
+    for r in spark.sql(f"DESCRIBE TABLE {snap}").collect():
+        if not r[0] or r[0].startswith("#"):
+            break
+        cols.append((r[0], r[1]))
+    sp = [r[0] for r in spark.sql(f"SHOW PARTITIONS {snap}").collect()]
+    dp = [r[0] for r in spark.sql(f"SHOW PARTITIONS {delta}").collect()]
+    t1 = time.perf_counter()
+    opts = ChainOptions.from_properties(snap, props)
+    state = ChainState.build(opts, [parse_partition_path(p, opts.partition_by) for p in sp],
+                             [parse_partition_path(p, opts.partition_by) for p in dp], dict(cols))
+    view_sql = Renderer(opts, [c for c, _ in cols], dict(cols), snap, delta).view(state)
+    t2 = time.perf_counter()
+    return {"catalog_s": t1 - t0, "planner_s": t2 - t1, "snapshot_partitions": len(sp),
+            "delta_partitions": len(dp), "view_branches": view_sql.count("UNION ALL\nSELECT") + 1,
+            "view_sql_chars": len(view_sql)}
+
+
+def measure_level(spark, dbt: Dbt, groups: int, level: int, seq: int) -> Dict[str, Any]:
+    run = dbt.invoke("run", "--select", "hist", vars={"dt": day(1), "seq": seq})
+    by = run["statements"]["by_kind"]
+    catalog = {k: v for k, v in by.items() if k in CATALOG_KINDS}
+    out: Dict[str, Any] = {
+        "chain_partitions": groups * level,
+        "dbt_run_wall_s": run["wall_s"],
+        "dbt_run_statements": run["statements"]["count"],
+        "run_catalog_s": sum(v["span_s"] for v in catalog.values()),
+        "run_catalog_calls": {k: v["count"] for k, v in catalog.items()},
+        "run_view_refresh_s": by.get("CREATE OR REPLACE VIEW", {}).get("span_s", 0.0),
+        "run_statements_by_kind": by,
+    }
+    out.update({f"pure_{k}": v for k, v in pure_planner(spark).items()})
+    mid = day(-(level // 2))
+    out["query_compacted"] = {"dt": mid, **plan_time(
+        spark, f"SELECT * FROM {SCHEMA}.hist WHERE region = 'r03' AND dt = '{mid}'")}
+    out["query_latest"] = {"dt": day(1), **plan_time(
+        spark, f"SELECT * FROM {SCHEMA}.hist WHERE region = 'r03' AND dt = '{day(1)}'")}
+    return out
+
+
+def scenario(out: Path, name: str, groups: int, levels: List[int]) -> List[Dict[str, Any]]:
+    root = fresh_root(out, f"planning_{name}")
+    spark = start_spark(root, "4g")
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {SCHEMA}")
+    dbt = Dbt(write_project(root, groups))
+    dbt.invoke("parse")
+    regions = [f"r{g:02d}" for g in range(groups)]
+    # the chain's first day (snapshot branch, with rows), then its history below it
+    dbt.invoke("run", "--select", "hist", vars={"dt": day(-levels[-1] - 10), "seq": 0})
+    results, have = [], 0
+    for i, level in enumerate(levels):
+        snaps, deltas = [], []
+        for off in range(-level + 1, -have + 1):  # days END-level+1 .. END-have
+            for r in regions:
+                deltas.append((r, day(off)))
+                if name == "weekly" and off % 7 == 0 or name == "compacted" and off <= -6:
+                    snaps.append((r, day(off)))
+        t_add = add_partitions(spark, "hist__snapshot", snaps) + add_partitions(spark, "hist__delta", deltas)
+        have = level
+        print(f"[{name}] {groups * level} chain partitions: added {len(snaps)} snapshot + "
+              f"{len(deltas)} delta partitions in {t_add:.0f} s; measuring ...", flush=True)
+        try:
+            res = measure_level(spark, dbt, groups, level, seq=(i + 1) * 1000)
+        except RuntimeError as e:  # e.g. the view's text is over the metastore's limit
+            why = next((ln.strip() for ln in str(e).splitlines()
+                        if "Exception" in ln or "Error" in ln and "Runtime" not in ln), str(e)[:300])
+            print(f"[{name}]   FAILED at {groups * level} chain partitions: {why}", flush=True)
+            results.append({"chain_partitions": groups * level, "failed": why, **{
+                f"pure_{k}": v for k, v in pure_planner(spark).items()}})
+            break
+        res["add_partitions_s"] = t_add
+        results.append(res)
+        print(f"[{name}]   run {res['dbt_run_wall_s']:.1f} s, catalog {res['run_catalog_s']:.2f} s, "
+              f"view {res['run_view_refresh_s']:.2f} s, planner {res['pure_planner_s']:.3f} s, "
+              f"query compacted {res['query_compacted']['optimized_s']:.3f} s, latest "
+              f"{res['query_latest']['optimized_s']:.3f} s", flush=True)
+    spark.stop()
+    return results
+
+
+FIGURES = [
+    ("dbt daily run (wall)", lambda r: r["dbt_run_wall_s"]),
+    ("  catalog statements in the run", lambda r: r["run_catalog_s"]),
+    ("  CREATE OR REPLACE VIEW in the run", lambda r: r["run_view_refresh_s"]),
+    ("planner + renderer (pure Python)", lambda r: r["pure_planner_s"]),
+    ("catalog listing for one _load", lambda r: r["pure_catalog_s"]),
+    ("optimizer: compacted day (optimized)", lambda r: r["query_compacted"]["optimized_s"]),
+    ("optimizer: compacted day (physical)", lambda r: r["query_compacted"]["physical_s"]),
+    ("optimizer: latest day (optimized)", lambda r: r["query_latest"]["optimized_s"]),
+    ("optimizer: latest day (physical)", lambda r: r["query_latest"]["physical_s"]),
+]
+
+
+def print_table(name: str, results: List[Dict[str, Any]]) -> Dict[str, Any]:
+    for r in results:
+        if "failed" in r:
+            print(f"\n{name}: the daily run FAILED at {r['chain_partitions']} chain partitions "
+                  f"({r['pure_view_branches']} view branches, {r['pure_view_sql_chars']} characters "
+                  f"of view SQL): {r['failed']}")
+    results = [r for r in results if "failed" not in r]
+    if not results:
+        return {"sizes": [], "growth": {}}
+    sizes = [r["chain_partitions"] for r in results]
+    print(f"\n{name}: seconds at N chain partitions (10 groups); growth = last / first")
+    print(f"{'figure':40s}" + "".join(f"{n:>10d}" for n in sizes) + f"{'growth':>9s}")
+    growth = {}
+    for label, f in FIGURES:
+        vals = [f(r) for r in results]
+        g = vals[-1] / vals[0] if vals[0] else float("nan")
+        growth[label.strip()] = g
+        print(f"{label:40s}" + "".join(f"{v:10.3f}" for v in vals) + f"{g:8.1f}x")
+    print(f"{'view branches':40s}" + "".join(f"{r['pure_view_branches']:10d}" for r in results))
+    print(f"{'view SQL (characters)':40s}" + "".join(f"{r['pure_view_sql_chars']:10d}" for r in results))
+    return {"sizes": sizes, "growth": growth}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--groups", type=int, default=10)
+    ap.add_argument("--levels", default="20,200,2000", help="chain partitions per group")
+    ap.add_argument("--weekly-levels", default="4,8,20",
+                    help="chain partitions per group of the weekly-compacted history")
+    ap.add_argument("--scenarios", default="compacted,weekly")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
+    ap.add_argument("--json-out", help=argparse.SUPPRESS)  # one scenario, run as a subprocess
+    args = ap.parse_args()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    levels = [int(x) for x in args.levels.split(",")]
+    t0 = time.perf_counter()
+    report: Dict[str, Any] = {"params": vars(args), "scenarios": {}}
+    names = args.scenarios.split(",")
+    if args.json_out:  # child: one scenario in this process
+        name = names[0]
+        lv = levels if name == "compacted" else [int(x) for x in args.weekly_levels.split(",")]
+        Path(args.json_out).write_text(json.dumps(scenario(out, name, args.groups, lv), default=str))
+        return 0
+    for name in names:  # each scenario in its own process: its own JVM and Derby metastore
+        part = out / f"bench_planning_{name}.part.json"
+        cmd = [sys.executable, __file__, "--scenarios", name, "--json-out", str(part)]
+        for k in ("groups", "levels", "weekly_levels", "out"):
+            cmd += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
+        subprocess.run(cmd, check=True)
+        report["scenarios"][name] = {"levels": json.loads(part.read_text())}
+        part.unlink()
+    for name, sc in report["scenarios"].items():
+        sc.update(print_table(name, sc["levels"]))
+    report["total_s"] = time.perf_counter() - t0
+    path = out / "bench_planning.json"
+    path.write_text(json.dumps(report, indent=2, default=str))
+    print(f"\nwrote {path} ({report['total_s']:.0f} s in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

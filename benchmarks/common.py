@@ -1,0 +1,151 @@
+"""Shared plumbing of the benchmarks: one SparkSession and dbt invocations in this process.
+
+dbt runs through dbtRunner with `method: session`, so dbt-spark's getOrCreate returns the
+SparkSession started here: the dbt runs and the timed reads share one JVM and one catalog
+(Derby metastore + warehouse at absolute paths under the out dir).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
+
+
+def session_params(root: Path, driver_memory: str = "6g") -> Dict[str, str]:
+    """Same settings as tests/functional/conftest.py, at absolute paths below `root`."""
+    return {
+        "spark.sql.warehouse.dir": str(root / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.driver.memory": driver_memory,
+    }
+
+
+def fresh_root(out: Path, name: str) -> Path:
+    """A clean catalog + warehouse + project directory for this run."""
+    root = (out / name).resolve()
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    return root
+
+
+def start_spark(root: Path, driver_memory: str = "6g"):
+    from pyspark.sql import SparkSession
+
+    os.environ["DERBY_SYSTEM_HOME"] = str(root)
+    builder = SparkSession.builder.appName("chaintable-bench").enableHiveSupport()
+    for k, v in session_params(root, driver_memory).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+class Statement:
+    __slots__ = ("sql", "start", "end", "elapsed")
+
+    def __init__(self, sql: str, start: float):
+        self.sql, self.start, self.end, self.elapsed = sql, start, start, 0.0
+
+    @property
+    def kind(self) -> str:
+        """The statement's verb and object, e.g. 'SHOW PARTITIONS', 'CREATE OR REPLACE VIEW'."""
+        text = re.sub(r"^\s*/\*.*?\*/", "", self.sql, flags=re.S)  # dbt's query comment
+        words = text.replace("\n", " ").replace("(", " ").split()
+        head = " ".join(words[:4]).upper()
+        for k in ("CREATE OR REPLACE VIEW", "CREATE TEMPORARY VIEW", "CREATE OR REPLACE TEMPORARY VIEW",
+                  "INSERT OVERWRITE", "SHOW PARTITIONS", "SHOW TBLPROPERTIES", "SHOW TABLES",
+                  "SHOW TABLE EXTENDED", "DESCRIBE FORMATTED", "DESCRIBE QUERY", "DESCRIBE TABLE",
+                  "DESCRIBE EXTENDED", "ALTER TABLE", "DROP TABLE", "DROP VIEW", "CREATE TABLE",
+                  "CREATE VIEW", "SELECT", "WITH", "SET", "USE"):
+            if head.startswith(k):
+                return k
+        return " ".join(words[:2]).upper()
+
+
+class Dbt:
+    """Runs dbt commands in this process and records the wall time and every SQL statement."""
+
+    def __init__(self, project_dir: Path):
+        self.project_dir = project_dir
+        self.statements: List[Statement] = []
+        self.messages: List[str] = []
+
+    def _callback(self, event) -> None:
+        now = time.perf_counter()
+        name = event.info.name
+        if name == "SQLQuery":
+            self.statements.append(Statement(event.data.sql, now))
+        elif name == "SQLQueryStatus" and self.statements:
+            self.statements[-1].elapsed = float(event.data.elapsed)
+            self.statements[-1].end = now
+        else:
+            msg = getattr(event.info, "msg", "")
+            if msg and event.info.level in ("info", "warn", "error"):
+                self.messages.append(str(msg))
+
+    def invoke(self, *args: str, vars: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        from dbt.cli.main import dbtRunner
+
+        self.statements, self.messages = [], []
+        argv = list(args) + ["--project-dir", str(self.project_dir),
+                             "--profiles-dir", str(self.project_dir)]
+        if vars is not None:
+            argv += ["--vars", json.dumps(vars)]
+        t0 = time.perf_counter()
+        res = dbtRunner(callbacks=[self._callback]).invoke(argv)
+        wall = time.perf_counter() - t0
+        if not res.success:
+            raise RuntimeError(f"dbt {' '.join(args)} failed: {res.exception}\n"
+                               + "\n".join(self.messages[-40:]))
+        return {"wall_s": wall, "statements": self.profile(t0 + wall)}
+
+    def profile(self, end: float) -> Dict[str, Any]:
+        """Per statement kind: count and time until the next statement started (includes the
+        fetch of a SELECT's rows, which dbt-spark's session cursor runs after the status event)."""
+        out: Dict[str, Dict[str, float]] = {}
+        stmts = self.statements
+        for i, s in enumerate(stmts):
+            span = (stmts[i + 1].start if i + 1 < len(stmts) else end) - s.start
+            d = out.setdefault(s.kind, {"count": 0, "span_s": 0.0})
+            d["count"] += 1
+            d["span_s"] += span
+        first = stmts[0].start if stmts else end
+        return {"count": len(stmts), "sql_span_s": end - first,
+                "by_kind": dict(sorted(out.items(), key=lambda kv: -kv[1]["span_s"]))}
+
+
+def dir_bytes(path: str) -> int:
+    p = path[len("file:"):] if path.startswith("file:") else path
+    total = 0
+    for dirpath, _, files in os.walk(p):
+        for f in files:
+            total += os.path.getsize(os.path.join(dirpath, f))
+    return total
+
+
+def table_location(spark, table: str) -> str:
+    for row in spark.sql(f"DESCRIBE FORMATTED {table}").collect():
+        if (row[0] or "").strip() == "Location":
+            return row[1].strip()
+    raise RuntimeError(f"no location for {table}")
+
+
+def median(xs: Sequence[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
