@@ -31,5 +31,7 @@ step "dbt tests on an uncompacted day in the middle of the chain (20250803)"
 dbt test --select ods_orders chain_equals_full_recompute --vars '{dt: "20250803"}'
 step "chain_status"
 dbt run-operation chain_status --args '{model: ods_orders}'
+step "expiration dry run: what the ten-year retention will drop on 2035-08-06"
+dbt run-operation expire_chain --args '{model: ods_orders, now: "2035-08-06 00:00:00", dry_run: true}'
 echo
 echo "sample project: OK (catalog in $CHAINTABLE_STATE)"

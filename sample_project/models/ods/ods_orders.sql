@@ -1,6 +1,7 @@
 {#-- The ODS orders table: each run stores only the day's binlog changes (delta branch); the
      first run (or --full-refresh) stores the initial full export (snapshot branch).
-     `ref('ods_orders')` always reads full days. --#}
+     `ref('ods_orders')` always reads full days. History is kept ten years: expiration is
+     checked at the end of a run, at most once a day. --#}
 {{ config(
     materialized='chain_incremental',
     partition_by=['region', 'dt'],
@@ -11,6 +12,8 @@
     chain_partition={'dt': var('dt')},
     partition_timestamp_pattern='$dt',
     partition_timestamp_formatter='yyyyMMdd',
+    partition_expiration_time='3650 d',
+    partition_expiration_check_interval='1 d',
 ) }}
 
 select order_id, customer, status, amount, op, op_seq, region, dt
