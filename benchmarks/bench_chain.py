@@ -172,14 +172,18 @@ def read_day(spark, relation: str, day: str, groups: int, repeats: int) -> Dict[
     sql = (f"SELECT count(*), sum(CAST(xxhash64({', '.join(cols)}) AS DECIMAL(38,0))) "
            f"FROM {relation} WHERE dt = '{day}'")
     result = tuple(spark.sql(sql).collect()[0])
-    times = []
+    times, plans = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        again = tuple(spark.sql(sql).collect()[0])
+        df = spark.sql(sql)
+        df._jdf.queryExecution().executedPlan()  # parse, analysis, optimization, planning
+        t1 = time.perf_counter()
+        again = tuple(df.collect()[0])
         times.append(time.perf_counter() - t0)
+        plans.append(t1 - t0)
         assert again == result, f"{relation} {day}: non-deterministic read {again} != {result}"
     return {"rows": int(result[0]), "checksum": str(result[1]), "times_s": times,
-            "median_s": median(times)}
+            "median_s": median(times), "planning_s": plans, "planning_median_s": median(plans)}
 
 
 def model_bytes(spark, tables: List[str]) -> Dict[str, int]:
@@ -257,8 +261,9 @@ def main() -> int:
         equal = (base["rows"], base["checksum"]) == (chain["rows"], chain["checksum"])
         reads[label] = {"day": day, "chain_length": 0 if label == "compacted" else chain_len(day),
                         "baseline": base, "chain": chain, "equal": equal}
-        print(f"read {label} day {day}: baseline {base['median_s']:.2f} s, chain "
-              f"{chain['median_s']:.2f} s; rows {base['rows']} / {chain['rows']}, checksum "
+        print(f"read {label} day {day}: baseline {base['median_s']:.2f} s (planning "
+              f"{base['planning_median_s']:.2f} s), chain {chain['median_s']:.2f} s (planning "
+              f"{chain['planning_median_s']:.2f} s); rows {base['rows']} / {chain['rows']}, checksum "
               f"{'equal' if equal else 'DIFFERENT'}", flush=True)
         if not equal:
             raise SystemExit(f"chain read of {day} differs from the baseline: "

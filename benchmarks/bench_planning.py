@@ -1,10 +1,11 @@
-"""How planning cost grows with history: 200 / 2,000 / 20,000 chain partitions (10 groups).
+"""How planning cost grows with history: 200 / 2,000 / 20,000 partitions (10 groups).
 
-    .venv/bin/python benchmarks/bench_planning.py [--groups 10 --levels 20,200,2000]
+    .venv/bin/python benchmarks/bench_planning.py [--groups 10 --levels 10,100,1000]
 
 A chain table `hist` (partition_by region, dt; one chain per region) is created by a dbt run,
 then its history is extended with empty partitions (ALTER TABLE ... ADD PARTITION in batches)
-to `level` days per region. Two histories:
+to `level` days per region; the size reported is the number of partitions of both branches
+(10 groups x 1,000 days x snapshot + delta = 20,000). Two histories:
 
   compacted  every day has a snapshot partition except the last 6 (and every day its delta:
              compaction never removes deltas). The view holds the snapshot branch plus 6 merged
@@ -86,18 +87,21 @@ def add_partitions(spark, table: str, parts: List[tuple], batch: int = 200) -> f
 def plan_time(spark, sql: str, repeats: int = 3) -> Dict[str, float]:
     """Parse + analysis + optimization (optimizedPlan), and through physical planning
     (executedPlan), of a fresh DataFrame each time; medians."""
-    opt, phys = [], []
+    ana, opt, phys = [], [], []
     for _ in range(repeats + 1):
         t0 = time.perf_counter()
-        df = spark.sql(sql)
+        df = spark.sql(sql)  # parsed and analyzed (the view expanded and resolved)
+        ta = time.perf_counter()
         qe = df._jdf.queryExecution()
         qe.optimizedPlan()
         t1 = time.perf_counter()
         qe.executedPlan()
         t2 = time.perf_counter()
+        ana.append(ta - t0)
         opt.append(t1 - t0)
         phys.append(t2 - t0)
-    return {"optimized_s": median(opt[1:]), "physical_s": median(phys[1:])}  # first: warm-up
+    return {"analyzed_s": median(ana[1:]), "optimized_s": median(opt[1:]),  # first: warm-up
+            "physical_s": median(phys[1:])}
 
 
 def pure_planner(spark) -> Dict[str, Any]:
@@ -133,7 +137,7 @@ def measure_level(spark, dbt: Dbt, groups: int, level: int, seq: int) -> Dict[st
     by = run["statements"]["by_kind"]
     catalog = {k: v for k, v in by.items() if k in CATALOG_KINDS}
     out: Dict[str, Any] = {
-        "chain_partitions": groups * level,
+        "days_per_group": level,
         "dbt_run_wall_s": run["wall_s"],
         "dbt_run_statements": run["statements"]["count"],
         "run_catalog_s": sum(v["span_s"] for v in catalog.values()),
@@ -169,18 +173,19 @@ def scenario(out: Path, name: str, groups: int, levels: List[int]) -> List[Dict[
                     snaps.append((r, day(off)))
         t_add = add_partitions(spark, "hist__snapshot", snaps) + add_partitions(spark, "hist__delta", deltas)
         have = level
-        print(f"[{name}] {groups * level} chain partitions: added {len(snaps)} snapshot + "
+        print(f"[{name}] {level} days x {groups} groups: added {len(snaps)} snapshot + "
               f"{len(deltas)} delta partitions in {t_add:.0f} s; measuring ...", flush=True)
         try:
             res = measure_level(spark, dbt, groups, level, seq=(i + 1) * 1000)
         except RuntimeError as e:  # e.g. the view's text is over the metastore's limit
             why = next((ln.strip() for ln in str(e).splitlines()
                         if "Exception" in ln or "Error" in ln and "Runtime" not in ln), str(e)[:300])
-            print(f"[{name}]   FAILED at {groups * level} chain partitions: {why}", flush=True)
-            results.append({"chain_partitions": groups * level, "failed": why, **{
+            print(f"[{name}]   FAILED at {level} days x {groups} groups: {why}", flush=True)
+            results.append({"days_per_group": level, "failed": why, **{
                 f"pure_{k}": v for k, v in pure_planner(spark).items()}})
             break
         res["add_partitions_s"] = t_add
+        res["partitions"] = res["pure_snapshot_partitions"] + res["pure_delta_partitions"]
         results.append(res)
         print(f"[{name}]   run {res['dbt_run_wall_s']:.1f} s, catalog {res['run_catalog_s']:.2f} s, "
               f"view {res['run_view_refresh_s']:.2f} s, planner {res['pure_planner_s']:.3f} s, "
@@ -196,8 +201,10 @@ FIGURES = [
     ("  CREATE OR REPLACE VIEW in the run", lambda r: r["run_view_refresh_s"]),
     ("planner + renderer (pure Python)", lambda r: r["pure_planner_s"]),
     ("catalog listing for one _load", lambda r: r["pure_catalog_s"]),
+    ("optimizer: compacted day (analyzed)", lambda r: r["query_compacted"]["analyzed_s"]),
     ("optimizer: compacted day (optimized)", lambda r: r["query_compacted"]["optimized_s"]),
     ("optimizer: compacted day (physical)", lambda r: r["query_compacted"]["physical_s"]),
+    ("optimizer: latest day (analyzed)", lambda r: r["query_latest"]["analyzed_s"]),
     ("optimizer: latest day (optimized)", lambda r: r["query_latest"]["optimized_s"]),
     ("optimizer: latest day (physical)", lambda r: r["query_latest"]["physical_s"]),
 ]
@@ -206,14 +213,14 @@ FIGURES = [
 def print_table(name: str, results: List[Dict[str, Any]]) -> Dict[str, Any]:
     for r in results:
         if "failed" in r:
-            print(f"\n{name}: the daily run FAILED at {r['chain_partitions']} chain partitions "
+            print(f"\n{name}: the daily run FAILED at {r['days_per_group']} days per group "
                   f"({r['pure_view_branches']} view branches, {r['pure_view_sql_chars']} characters "
                   f"of view SQL): {r['failed']}")
     results = [r for r in results if "failed" not in r]
     if not results:
         return {"sizes": [], "growth": {}}
-    sizes = [r["chain_partitions"] for r in results]
-    print(f"\n{name}: seconds at N chain partitions (10 groups); growth = last / first")
+    sizes = [r["partitions"] for r in results]
+    print(f"\n{name}: seconds at N partitions (snapshot + delta, 10 groups); growth = last / first")
     print(f"{'figure':40s}" + "".join(f"{n:>10d}" for n in sizes) + f"{'growth':>9s}")
     growth = {}
     for label, f in FIGURES:
@@ -229,7 +236,7 @@ def print_table(name: str, results: List[Dict[str, Any]]) -> Dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--groups", type=int, default=10)
-    ap.add_argument("--levels", default="20,200,2000", help="chain partitions per group")
+    ap.add_argument("--levels", default="10,100,1000", help="days of history per group")
     ap.add_argument("--weekly-levels", default="4,8,20",
                     help="chain partitions per group of the weekly-compacted history")
     ap.add_argument("--scenarios", default="compacted,weekly")
