@@ -1,11 +1,17 @@
 {#-- For chain_incremental models `this` is a view, so dbt's is_incremental() would always be
-     false: here it is true when the run writes the delta branch. --#}
+     false: here it is true when the run writes the delta branch. Every other model gets
+     dbt-core's rule, inlined: `dbt.is_incremental()` resolves back to this override (adapter
+     macros shadow the global project's in the `dbt` namespace) and would recurse forever. --#}
 {% macro is_incremental() %}
   {%- if not execute -%}
     {{ return(False) }}
   {%- elif model.config.materialized == 'chain_incremental' -%}
     {{ return(adapter.chain_is_incremental(this, model.config, should_full_refresh())) }}
   {%- else -%}
-    {{ return(dbt.is_incremental()) }}
+    {%- set relation = adapter.get_relation(this.database, this.schema, this.table) -%}
+    {{ return(relation is not none
+              and relation.type == 'table'
+              and model.config.materialized == 'incremental'
+              and not should_full_refresh()) }}
   {%- endif -%}
 {% endmacro %}
