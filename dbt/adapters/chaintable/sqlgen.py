@@ -1,13 +1,24 @@
 """Render planned reads and writes as Spark SQL. No decisions here: planner.py decides."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.chaintable.merge import cols_sql, merge_rows_sql, merge_sql, q
-from dbt.adapters.chaintable.options import ChainOptions
+from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, ChainOptions
 from dbt.adapters.chaintable.planner import ChainState, ReadPlan, Values
 
 _STRINGS = ("string",)
+MAP_BRANCH = "__chain_branch"
+MAP_VERSION = "__chain_v"
+
+
+def target_col(chain_key: str) -> str:
+    return f"__chain_target_{chain_key}"
+
+
+def source_col(chain_key: str) -> str:
+    return f"__chain_source_{chain_key}"
 
 
 def literal(value: str, spark_type: str = "string") -> str:
@@ -46,8 +57,35 @@ class Renderer:
                                   for c, v in zip(columns, values)) + ")"
 
     def partitions_predicate(self, parts: Iterable[Values]) -> str:
-        preds = [self.predicate(self.opts.partition_by, p) for p in parts]
-        return " OR ".join(preds) if preds else "false"
+        """Exactly `parts`. With at most one group key and one chain key the partitions are
+        grouped into rectangles (groups S x chain values C with the same S), each rendered as
+        `g IN (S) AND c IN (C)`: a merged branch over 10 groups and 6 deltas is 1 term instead
+        of 60, which keeps the view's text below the metastore's limit (Derby stores at most
+        32,700 characters) and its analysis short. Pruning is the same (IN on partition columns)."""
+        parts = sorted(set(tuple(p) for p in parts))
+        if not parts:
+            return "false"
+        groups, chains = self.opts.group_keys, self.opts.chain_keys
+        if len(groups) > 1 or len(chains) != 1:
+            return " OR ".join(self.predicate(self.opts.partition_by, p) for p in parts)
+        n = len(groups)
+        by_chain: dict = {}
+        for p in parts:
+            by_chain.setdefault(p[n:], []).append(p[:n])
+        by_groups: dict = {}
+        for chain, gs in by_chain.items():
+            by_groups.setdefault(tuple(gs), []).append(chain)
+        terms = []
+        for gs, cs in by_groups.items():
+            conds = [self._in(groups[0], [g[0] for g in gs])] if n else []
+            conds.append(self._in(chains[0], [c[0] for c in cs]))
+            terms.append("(" + " AND ".join(conds) + ")")
+        return " OR ".join(terms)
+
+    def _in(self, column: str, values: Sequence[str]) -> str:
+        if len(values) == 1:
+            return f"{q(column)} = {self.lit(column, values[0])}"
+        return f"{q(column)} IN ({', '.join(self.lit(column, v) for v in values)})"
 
     def select(self, table: str, parts: Iterable[Values]) -> str:
         return f"SELECT {cols_sql(self.columns)} FROM {table} WHERE {self.partitions_predicate(parts)}"
@@ -68,18 +106,97 @@ class Renderer:
                          types=self.types)
         return f"SELECT {self.relabel(chain)} FROM ({body}) __m"
 
-    def view(self, state: ChainState) -> str:
+    def view(self, state: ChainState, mapping: Optional[Tuple[str, str]] = None,
+             recent: int = DEFAULT_VIEW_RECENT) -> str:
         """Every partition of snapshot ∪ delta at its full state. Snapshot partitions are one
-        branch however many there are; each delta-only chain value is a branch projecting its
-        values as literals, so `WHERE dt = 'X'` prunes all other branches at planning time.
+        branch however many there are; each of the newest `recent` delta-only chain values is a
+        branch projecting its values as literals, so `WHERE dt = 'X'` prunes all other branches
+        at planning time. With `mapping` (mapping table, version), older delta-only partitions
+        are read through one branch joined to that version of the table (`map_insert` wrote it),
+        so the view's text does not grow with history (the embedded Derby metastore keeps at
+        most 32,700 characters of it); without it every one gets a literal branch.
         The snapshot branch excludes the partitions the view merges: a snapshot published for
         one of them (compaction) is not read twice before the view is refreshed."""
-        merged = state.view_branches()
-        own = [p.group + chain for chain, plans in merged for p in plans]
-        branches = [f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}"
-                    + (f" WHERE NOT ({self.in_partitions(own)})" if own else "")]
-        branches += [self.merged(chain, plans) for chain, plans in merged]
+        if mapping is None:
+            literal, mapped = state.view_branches(), []
+        else:
+            literal, mapped = state.view_layout(recent)
+        own = [p.group + chain for chain, plans in literal for p in plans]
+        snap = f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}" + (
+            f" WHERE NOT ({self.in_partitions(own)})" if own else "")
+        if mapped:
+            assert mapping is not None
+            keys = list(self.opts.group_keys) + [target_col(k) for k in self.opts.chain_keys]
+            on = " AND ".join(f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys)
+            on += (" AND " if on else "") + " AND ".join(
+                f"__s.{q(k)} = __x.{q(target_col(k))}" for k in self.opts.chain_keys)
+            snap = (f"SELECT {cols_sql(self.columns, '__s')} FROM ({snap}) __s LEFT ANTI JOIN "
+                    f"(SELECT DISTINCT {cols_sql(keys)} FROM {self._map_version(*mapping)}) __x "
+                    f"ON {on}")
+        branches = [snap] + [self.merged(chain, plans) for chain, plans in literal]
+        if mapped:
+            branches.append(self.mapped_read(*mapping))
         return "\nUNION ALL\n".join(branches)
+
+    # ---- the mapping table of older delta-only partitions --------------------------------------
+    def map_columns(self) -> List[Tuple[str, str]]:
+        """Group keys, the target chain values, the source chain values and the source branch;
+        one row per (target partition, partition its merged state is read from)."""
+        chain = self.opts.chain_keys
+        return ([(g, self.type_of(g)) for g in self.opts.group_keys]
+                + [(target_col(k), self.type_of(k)) for k in chain]
+                + [(source_col(k), self.type_of(k)) for k in chain] + [(MAP_BRANCH, "string")])
+
+    def map_create(self, table: str) -> str:
+        cols = ", ".join(f"{q(c)} {t}" for c, t in self.map_columns())
+        return (f"CREATE TABLE IF NOT EXISTS {table} ({cols}, {q(MAP_VERSION)} STRING) "
+                f"USING parquet PARTITIONED BY ({q(MAP_VERSION)})")
+
+    def map_insert(self, table: str, version: str, plans: Sequence[ReadPlan]) -> str:
+        """One version of the mapping: the planner's anchor and deltas of each read in `plans`."""
+        group, chain = self.opts.group_keys, self.opts.chain_keys
+        rows = []
+        for p in plans:
+            sources = ([("snapshot", p.anchor)] if p.anchor is not None else [])
+            sources += [("delta", d) for d in p.deltas]
+            for branch, src in sources:
+                vals = ([self.lit(g, v) for g, v in zip(group, p.group)]
+                        + [self.lit(k, v) for k, v in zip(chain, p.chain)]
+                        + [self.lit(k, v) for k, v in zip(chain, src)] + [f"'{branch}'"])
+                rows.append("(" + ", ".join(vals) + ")")
+        return (f"INSERT INTO {table} PARTITION ({q(MAP_VERSION)} = {literal(version)}) VALUES "
+                + ", ".join(rows))
+
+    def _map_version(self, table: str, version: str, branch: Optional[str] = None) -> str:
+        cond = f"{q(MAP_VERSION)} = {literal(version)}"
+        if branch:
+            cond += f" AND {q(MAP_BRANCH)} = {literal(branch)}"
+        return f"(SELECT * FROM {table} WHERE {cond})"
+
+    def mapped_read(self, table: str, version: str) -> str:
+        """Merged full state of every partition in the mapping: the anchor and delta rows are
+        joined to the targets they feed and merged per primary key and target (the target chain
+        columns join the primary key; rows keep their own chain values, which order the merge),
+        then carry the target's values (rule 5). `WHERE dt = 'X'` on the view reaches the
+        mapping table, and dynamic partition pruning limits both scans to X's sources."""
+        chain = self.opts.chain_keys
+        targets = [target_col(k) for k in chain]
+
+        def side(branch_table: str, branch: str) -> str:
+            on = [f"__b.{q(g)} = __m.{q(g)}" for g in self.opts.group_keys]
+            on += [f"__b.{q(k)} = __m.{q(source_col(k))}" for k in chain]
+            return (f"SELECT {cols_sql(self.columns, '__b')}, {cols_sql(targets, '__m')} "
+                    f"FROM {branch_table} __b JOIN {self._map_version(table, version, branch)} "
+                    f"__m ON {' AND '.join(on)}")
+
+        opts = replace(self.opts, primary_key=tuple(self.opts.primary_key) + tuple(targets))
+        types = {**self.types, **{t: self.type_of(k) for t, k in zip(targets, chain)}}
+        body = merge_sql(opts, self.columns + targets, side(self.snapshot, "snapshot"),
+                         side(self.delta, "delta"), types=types)
+        lowered = {k.lower(): target_col(k) for k in chain}
+        proj = ", ".join(f"{q(lowered[c.lower()])} AS {q(c)}" if c.lower() in lowered else q(c)
+                         for c in self.columns)
+        return f"SELECT {proj} FROM ({body}) __g"
 
     def in_partitions(self, parts: Sequence[Values]) -> str:
         """A flat IN list (no deep OR tree, however many partitions)."""
