@@ -5,7 +5,9 @@ the plans as SQL (sqlgen.py). Every rule about anchors and delta ranges lives he
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from functools import cached_property
 from decimal import Decimal, InvalidOperation
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import unquote
@@ -161,6 +163,22 @@ class ChainState:
     def delta_chains(self) -> Dict[Values, List[Values]]:
         return self._by_group(self.deltas)
 
+    @cached_property
+    def _sorted(self) -> Tuple[Dict[Values, Tuple[List[Any], Tuple[Values, ...]]], ...]:
+        """(snapshots, deltas): {group: (sort keys, chain values)} in chain order, built once per
+        state so that planning every delta-only partition does not re-sort the history."""
+        def build(parts: FrozenSet[Values]) -> Dict[Values, Tuple[List[Any], Tuple[Values, ...]]]:
+            keyed: Dict[Values, List[Tuple[Any, Values]]] = {}
+            for p in parts:
+                g, c = self.split(p)
+                keyed.setdefault(g, []).append((self.sort_key(c), c))
+            out = {}
+            for g, pairs in keyed.items():
+                pairs.sort(key=lambda kc: kc[0])  # stable on equal keys, as _by_group
+                out[g] = ([k for k, _ in pairs], tuple(c for _, c in pairs))
+            return out
+        return build(self.snapshots), build(self.deltas)
+
     def groups(self) -> List[Values]:
         return sorted({self.split(p)[0] for p in self.snapshots | self.deltas})
 
@@ -175,11 +193,13 @@ class ChainState:
         if group + chain not in self.deltas:
             return None
         key = self.sort_key(chain)
-        earlier = [s for s in self.snapshot_chains().get(group, []) if self.sort_key(s) < key]
-        anchor = earlier[-1] if earlier else None
-        low = self.sort_key(anchor) if anchor else None
-        deltas = tuple(d for d in self.delta_chains().get(group, [])
-                       if self.sort_key(d) <= key and (low is None or self.sort_key(d) > low))
+        snaps, deltas_by_group = self._sorted
+        skeys, schains = snaps.get(group, ([], ()))
+        below = bisect_left(skeys, key)  # snapshots strictly before `chain`
+        anchor = schains[below - 1] if below else None
+        dkeys, dchains = deltas_by_group.get(group, ([], ()))
+        lo = bisect_right(dkeys, self.sort_key(anchor)) if anchor else 0  # after the anchor
+        deltas = tuple(dchains[lo:bisect_right(dkeys, key)])  # ... up to `chain` included
         return ReadPlan(group, chain, from_snapshot=False, anchor=anchor, deltas=deltas)
 
     def delta_only(self) -> List[ReadPlan]:
@@ -195,6 +215,15 @@ class ChainState:
         for plan in self.delta_only():
             out.setdefault(plan.chain, []).append(plan)
         return sorted(out.items(), key=lambda kv: self.sort_key(kv[0]))
+
+    def view_layout(self, recent: int) -> Tuple[List[Tuple[Values, List[ReadPlan]]], List[ReadPlan]]:
+        """(literal branches, mapped reads): the newest `recent` delta-only chain values keep a
+        view branch each (literal partition values, pruned at planning time); the reads of older
+        delta-only partitions go through one branch driven by a mapping table (target partition
+        -> anchor and deltas), so the view's text stays bounded however long the history."""
+        branches = self.view_branches()
+        cut = max(len(branches) - max(recent, 0), 0)
+        return branches[cut:], [p for _, plans in branches[:cut] for p in plans]
 
     # ---- partition specs ---------------------------------------------------------------------
     def resolve_spec(self, spec: Mapping[str, str]) -> Tuple[Values, List[Values]]:
