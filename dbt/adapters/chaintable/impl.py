@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.base import available
@@ -22,14 +22,17 @@ from dbt.adapters.chaintable import expire, safety
 from dbt.adapters.chaintable.connections import ChainTableConnectionManager
 from dbt.adapters.chaintable.merge import cols_sql, q
 from dbt.adapters.chaintable.options import (
-    BRANCHES, P_BRANCH, P_HISTORY_START, P_LAST_EXPIRE_CHECK, P_STALE, ChainConfigError,
+    BRANCHES, DEFAULT_VIEW_RECENT, P_BRANCH, P_HISTORY_START, P_LAST_EXPIRE_CHECK, P_STALE,
+    P_VIEW_RECENT, ChainConfigError,
     ChainOptions, history_from_properties, stale_from_properties, stale_to_property,
 )
 from dbt.adapters.chaintable.planner import (
     ChainPlanError, ChainState, Values, format_partition, parse_partition_path,
     parse_partition_spec,
 )
-from dbt.adapters.chaintable.sqlgen import Renderer, create_table_sql, tblproperties_sql
+from dbt.adapters.chaintable.sqlgen import (
+    MAP_VERSION, Renderer, create_table_sql, tblproperties_sql,
+)
 from dbt.adapters.chaintable import status as status_mod
 
 logger = AdapterLogger("chaintable")
@@ -40,6 +43,7 @@ STAGE_SUFFIX = "__chain_stage"
 PUB_SUFFIX = "__chain_pub"
 GC_SUFFIX = "__chain_gc"
 LOCK_SUFFIX = "__chain_lock"
+MAP_SUFFIX = "__chain_map"
 TS_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
@@ -57,6 +61,7 @@ class ChainTables:
     pub: BaseRelation  # merged rows of one run or compaction, published partition by partition
     gc: BaseRelation  # managed scratch table: dropping its partitions deletes old directories
     lock: BaseRelation  # a view whose existence means a writer is at work
+    cmap: BaseRelation  # which partitions feed each older delta-only partition (the view reads it)
 
     @property
     def name(self) -> str:
@@ -114,6 +119,8 @@ class ChainRun:
     stage_columns: List[Tuple[str, str]] = field(default_factory=list)
     run_id: str = ""
     location: str = ""  # of the target branch
+    loaded: Optional["Loaded"] = None  # the catalog as _plan_write read it (nothing changes it
+    # until the publish, which only adds `written` to the target branch: _write and _finish reuse it)
     provider: str = "parquet"
 
     @property
@@ -173,7 +180,7 @@ class ChainTableAdapter(SparkAdapter):
         return ChainTables(view=relation.incorporate(type="view"), snapshot=rel(SNAPSHOT_SUFFIX, "table"),
                            delta=rel(DELTA_SUFFIX, "table"), stage=rel(STAGE_SUFFIX, "table"),
                            pub=rel(PUB_SUFFIX, "table"), gc=rel(GC_SUFFIX, "table"),
-                           lock=rel(LOCK_SUFFIX, "view"))
+                           lock=rel(LOCK_SUFFIX, "view"), cmap=rel(MAP_SUFFIX, "table"))
 
     def _load(self, relation: BaseRelation) -> Loaded:
         tables = self.chain_tables(relation)
@@ -393,7 +400,7 @@ class ChainTableAdapter(SparkAdapter):
             logger.info(f"full refresh of '{run.model}': dropping {len(loaded.snapshots)} snapshot "
                         f"and {len(loaded.deltas)} delta partitions")
         if not run.publishes:
-            for rel in (tables.view, tables.snapshot, tables.delta):
+            for rel in (tables.view, tables.snapshot, tables.delta, tables.cmap):
                 self._run(f"DROP {'VIEW' if rel is tables.view else 'TABLE'} IF EXISTS {rel}")
             ordered = self._table_order(stage_cols, opts)
             for branch, rel in (("snapshot", tables.snapshot), ("delta", tables.delta)):
@@ -404,6 +411,7 @@ class ChainTableAdapter(SparkAdapter):
             for rel in (tables.snapshot, tables.delta):
                 self._run(f"ALTER TABLE {rel} SET TBLPROPERTIES ({tblproperties_sql(props)})")
         loaded = self._load(tables.view)
+        run.loaded = loaded
         state = loaded.state()
         if run.branch == "delta":
             early = [p for p in staged if state.before_history(p, loaded.history())]
@@ -422,9 +430,10 @@ class ChainTableAdapter(SparkAdapter):
 
     def _write(self, run: ChainRun) -> None:
         tables, opts = run.tables, run.opts
-        loaded = self._load(tables.view)
+        loaded = run.loaded or self._load(tables.view)
         renderer = loaded.renderer()
         target = run.target
+        before = loaded.snapshots if run.branch == "snapshot" else loaded.deltas
         source = f"SELECT {cols_sql(renderer.columns)} FROM {tables.stage}"
         merge = run.branch == "snapshot" and self._snapshot_write_needs_merge(opts)
         if merge:
@@ -436,13 +445,13 @@ class ChainTableAdapter(SparkAdapter):
             return
         if merge:  # the stage holds raw rows: publish the merged ones from a table of their own
             self._create_pub(target, loaded, source, run.written, run.run_id + "-m")
-            self._publish(target, tables.pub, opts.partition_by, run.written)
+            self._publish(target, tables.pub, opts.partition_by, run.written, existing=before)
             return
         stage_renderer = Renderer(opts, [c for c, _ in self._table_order(run.stage_columns, opts)],
                                   dict(run.stage_columns), str(tables.stage), "")
         for part in run.empties:
             self._run(stage_renderer.empty_partition(str(tables.stage), part))
-        self._publish(target, tables.stage, opts.partition_by, run.written)
+        self._publish(target, tables.stage, opts.partition_by, run.written, existing=before)
 
     @staticmethod
     def _check_partition_times(run: ChainRun, parts: Sequence[Values]) -> None:
@@ -509,7 +518,7 @@ class ChainTableAdapter(SparkAdapter):
         the snapshots a rewritten delta invalidates (the view no longer reads them), drop the
         stage, and expire when configured and due."""
         tables = run.tables
-        loaded = self._load(tables.view)
+        loaded = self._after_publish(run) if run.publishes and run.loaded else self._load(tables.view)
         state = loaded.state()
         stale = stale_from_properties(loaded.props)
         written_paths = {format_partition(run.opts.partition_by, p) for p in run.written}
@@ -533,6 +542,18 @@ class ChainTableAdapter(SparkAdapter):
         if run.opts.expiration_enabled:
             self._auto_expire(tables.view)
 
+    @staticmethod
+    def _after_publish(run: ChainRun) -> Loaded:
+        """The catalog after a run's publish, without reading it again: the publish switched or
+        added exactly `run.written` in the target branch (every one of them, empty or not) and
+        changed no properties or columns of the branches."""
+        loaded = run.loaded
+        assert loaded is not None
+        branch = "snapshots" if run.branch == "snapshot" else "deltas"
+        have = getattr(loaded, branch)
+        added = [p for p in run.written if p not in set(have)]
+        return replace(loaded, **{branch: list(have) + added})
+
     def _set_stale(self, tables: ChainTables, stale: Mapping[str, str]) -> None:
         self._run(f"ALTER TABLE {tables.snapshot} SET TBLPROPERTIES "
                   f"({tblproperties_sql({P_STALE: stale_to_property(stale)})})")
@@ -542,8 +563,26 @@ class ChainTableAdapter(SparkAdapter):
         """Point the view at `state` (default: the catalog's). Before partitions are removed the
         view is pointed at the state without them, so it never reads a half-dropped chain."""
         loaded = loaded or self._load(relation)
-        sql = loaded.renderer().view(state or loaded.state())
+        state = state or loaded.state()
+        renderer, cmap = loaded.renderer(), loaded.tables.cmap
+        recent = int(loaded.props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)
+        mapped = state.view_layout(recent)[1]
+        # older delta-only partitions: a new version of the mapping table first (the current
+        # view reads its own version), then the view, then the versions no view reads any more
+        version = safety.new_run_id() if mapped else ""
+        if mapped:
+            self._run(renderer.map_create(str(cmap)))
+            self._run(renderer.map_insert(str(cmap), version, mapped))
+        sql = renderer.view(state, (str(cmap), version), recent)
         self._run(f"CREATE OR REPLACE VIEW {loaded.tables.view} AS\n{sql}")
+        if not mapped:
+            self._run(f"DROP TABLE IF EXISTS {cmap}")
+            return
+        old = [str(r[0]).split("=", 1)[1] for r in self._fetch(f"SHOW PARTITIONS {cmap}")]
+        old = [v for v in old if v != version]
+        if old:
+            self._run(f"ALTER TABLE {cmap} DROP IF EXISTS "
+                      + ", ".join(f"PARTITION ({MAP_VERSION} = '{_esc(v)}')" for v in old))
 
     # ---- locking and publishing (safety.py explains both) ------------------------------------
     @contextmanager
@@ -685,10 +724,10 @@ class ChainTableAdapter(SparkAdapter):
                 self._run(renderer.empty_partition(str(pub), part))
 
     def _publish(self, target: BaseRelation, source: BaseRelation, partition_by: Sequence[str],
-                 parts: Sequence[Values]) -> None:
+                 parts: Sequence[Values], existing: Optional[Sequence[Values]] = None) -> None:
         """Switch each partition of `target` to its new directory in `source`: one metastore
         operation per partition (atomic for readers). Old directories are deleted afterwards."""
-        existing = set(self._partitions(target, partition_by))
+        existing = set(self._partitions(target, partition_by) if existing is None else existing)
         replaced = {format_partition(partition_by, part):
                     self._partition_location(target, partition_by, part)
                     for part in parts if part in existing}
@@ -710,7 +749,9 @@ class ChainTableAdapter(SparkAdapter):
             self._run(f"ALTER TABLE {target} ADD " + " ".join(new_parts))
         safety.failpoint("publish.done")
         self._run(f"DROP TABLE IF EXISTS {source}")  # external: its published files stay
-        self._gc(self.chain_tables(self._view_of(target)), old_dirs)
+        if old_dirs:  # nothing switched away: nothing to delete (the lock's _recover already
+            # collected what a crashed writer left in the scratch table)
+            self._gc(self.chain_tables(self._view_of(target)), old_dirs)
 
     def _view_of(self, branch: BaseRelation) -> BaseRelation:
         ident = branch.identifier
@@ -781,7 +822,8 @@ class ChainTableAdapter(SparkAdapter):
         self._create_pub(loaded.tables.snapshot, loaded, renderer.merged(plan.chain, plan.writes),
                          written, safety.new_run_id())
         safety.failpoint("compact.staged")
-        self._publish(loaded.tables.snapshot, loaded.tables.pub, loaded.opts.partition_by, written)
+        self._publish(loaded.tables.snapshot, loaded.tables.pub, loaded.opts.partition_by, written,
+                      existing=loaded.snapshots)
         counts = self._fetch(
             f"SELECT {cols_sql(loaded.opts.group_keys) + ', ' if loaded.opts.group_keys else ''}"
             f"count(*) FROM {loaded.tables.snapshot} WHERE {renderer.partitions_predicate(written)}"
@@ -794,7 +836,10 @@ class ChainTableAdapter(SparkAdapter):
                  for k, v in state.stale_after_compaction(plan.writes, by_values).items()}
         if after != stale:
             self._set_stale(loaded.tables, after)
-        self._refresh_view(relation)
+        # the publish added or switched exactly `written` in the snapshot branch (under the lock)
+        have = set(loaded.snapshots)
+        self._refresh_view(relation, replace(
+            loaded, snapshots=list(loaded.snapshots) + [p for p in written if p not in have]))
         return True
 
     # ---- status -------------------------------------------------------------------------------
