@@ -9,16 +9,18 @@ from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, ChainOptions
 from dbt.adapters.chaintable.planner import ChainState, ReadPlan, Values
 
 _STRINGS = ("string",)
-MAP_BRANCH = "__chain_branch"
-MAP_VERSION = "__chain_v"
+# mapping table columns; none starts with '_': the Hive metastore's partition filter cannot parse
+# such a name (Spark then fails every query that filters the partition column)
+MAP_BRANCH = "ct__branch"
+MAP_VERSION = "ct__version"
 
 
 def target_col(chain_key: str) -> str:
-    return f"__chain_target_{chain_key}"
+    return f"ct__target_{chain_key}"
 
 
 def source_col(chain_key: str) -> str:
-    return f"__chain_source_{chain_key}"
+    return f"ct__source_{chain_key}"
 
 
 def literal(value: str, spark_type: str = "string") -> str:
