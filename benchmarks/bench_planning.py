@@ -128,7 +128,7 @@ def pure_planner(spark) -> Dict[str, Any]:
                              [parse_partition_path(p, opts.partition_by) for p in dp], dict(cols))
     recent = int(props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)  # as impl._refresh_view
     view_sql = Renderer(opts, [c for c, _ in cols], dict(cols), snap, delta).view(
-        state, (f"{SCHEMA}.hist__chain_map", "bench"), recent)
+        state.view_layout(recent), (f"{SCHEMA}.hist__chain_map", "bench"))
     t2 = time.perf_counter()
     return {"catalog_s": t1 - t0, "planner_s": t2 - t1, "snapshot_partitions": len(sp),
             "delta_partitions": len(dp), "view_branches": view_sql.count("UNION ALL\nSELECT") + 1,

@@ -97,6 +97,14 @@ class Loaded:
                 parse_partition_path(c, self.opts.chain_keys)
                 for g, c in history_from_properties(self.props).items()}
 
+    def with_published(self, branch: str, parts: Sequence[Values]) -> "Loaded":
+        """This catalog state after a publish of `parts` to `branch` (it adds or switches
+        exactly them), so the caller need not list the partitions again."""
+        name = "snapshots" if branch == "snapshot" else "deltas"
+        have = getattr(self, name)
+        known = set(have)
+        return replace(self, **{name: list(have) + [p for p in parts if p not in known]})
+
     def renderer(self) -> Renderer:
         return Renderer(self.opts, self.column_names, self.types, str(self.tables.snapshot),
                         str(self.tables.delta))
@@ -547,12 +555,8 @@ class ChainTableAdapter(SparkAdapter):
         """The catalog after a run's publish, without reading it again: the publish switched or
         added exactly `run.written` in the target branch (every one of them, empty or not) and
         changed no properties or columns of the branches."""
-        loaded = run.loaded
-        assert loaded is not None
-        branch = "snapshots" if run.branch == "snapshot" else "deltas"
-        have = getattr(loaded, branch)
-        added = [p for p in run.written if p not in set(have)]
-        return replace(loaded, **{branch: list(have) + added})
+        assert run.loaded is not None
+        return run.loaded.with_published(run.branch, run.written)
 
     def _set_stale(self, tables: ChainTables, stale: Mapping[str, str]) -> None:
         self._run(f"ALTER TABLE {tables.snapshot} SET TBLPROPERTIES "
@@ -566,14 +570,15 @@ class ChainTableAdapter(SparkAdapter):
         state = state or loaded.state()
         renderer, cmap = loaded.renderer(), loaded.tables.cmap
         recent = int(loaded.props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)
-        mapped = state.view_layout(recent)[1]
+        layout = state.view_layout(recent)
+        mapped = layout[1]
         # older delta-only partitions: a new version of the mapping table first (the current
         # view reads its own version), then the view, then the versions no view reads any more
         version = safety.new_run_id() if mapped else ""
         if mapped:
             self._run(renderer.map_create(str(cmap)))
             self._run(renderer.map_insert(str(cmap), version, mapped))
-        sql = renderer.view(state, (str(cmap), version), recent)
+        sql = renderer.view(layout, (str(cmap), version))
         self._run(f"CREATE OR REPLACE VIEW {loaded.tables.view} AS\n{sql}")
         if not mapped:
             self._run(f"DROP TABLE IF EXISTS {cmap}")
@@ -837,9 +842,7 @@ class ChainTableAdapter(SparkAdapter):
         if after != stale:
             self._set_stale(loaded.tables, after)
         # the publish added or switched exactly `written` in the snapshot branch (under the lock)
-        have = set(loaded.snapshots)
-        self._refresh_view(relation, replace(
-            loaded, snapshots=list(loaded.snapshots) + [p for p in written if p not in have]))
+        self._refresh_view(relation, loaded.with_published("snapshot", written))
         return True
 
     # ---- status -------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ from dataclasses import replace
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.chaintable.merge import cols_sql, merge_rows_sql, merge_sql, q
-from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, ChainOptions
-from dbt.adapters.chaintable.planner import ChainState, ReadPlan, Values
+from dbt.adapters.chaintable.options import ChainOptions
+from dbt.adapters.chaintable.planner import ReadPlan, Values
 
 _STRINGS = ("string",)
 # mapping table columns; none starts with '_': the Hive metastore's partition filter cannot parse
@@ -108,21 +108,18 @@ class Renderer:
                          types=self.types)
         return f"SELECT {self.relabel(chain)} FROM ({body}) __m"
 
-    def view(self, state: ChainState, mapping: Optional[Tuple[str, str]] = None,
-             recent: int = DEFAULT_VIEW_RECENT) -> str:
-        """Every partition of snapshot ∪ delta at its full state. Snapshot partitions are one
-        branch however many there are; each of the newest `recent` delta-only chain values is a
-        branch projecting its values as literals, so `WHERE dt = 'X'` prunes all other branches
-        at planning time. With `mapping` (mapping table, version), older delta-only partitions
-        are read through one branch joined to that version of the table (`map_insert` wrote it),
-        so the view's text does not grow with history (the embedded Derby metastore keeps at
-        most 32,700 characters of it); without it every one gets a literal branch.
+    def view(self, layout: Tuple[Sequence[Tuple[Values, Sequence[ReadPlan]]], Sequence[ReadPlan]],
+             mapping: Optional[Tuple[str, str]] = None) -> str:
+        """Every partition of snapshot ∪ delta at its full state, laid out as the planner said
+        (`ChainState.view_layout`: literal branches, mapped reads). Snapshot partitions are one
+        branch however many there are; each literal chain value is a branch projecting its
+        values as literals, so `WHERE dt = 'X'` prunes all other branches at planning time. The
+        mapped reads go through one branch joined to `mapping` (mapping table, version) that
+        `map_insert` wrote, so the view's text does not grow with history (the embedded Derby
+        metastore keeps at most 32,700 characters of it).
         The snapshot branch excludes the partitions the view merges: a snapshot published for
         one of them (compaction) is not read twice before the view is refreshed."""
-        if mapping is None:
-            literal, mapped = state.view_branches(), []
-        else:
-            literal, mapped = state.view_layout(recent)
+        literal, mapped = layout
         own = [p.group + chain for chain, plans in literal for p in plans]
         snap = f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}" + (
             f" WHERE NOT ({self.in_partitions(own)})" if own else "")
