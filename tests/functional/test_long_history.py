@@ -54,6 +54,18 @@ def test_long_history_reads_through_the_mapping_table(project):
     # one version of the mapping table: the one the view reads
     versions = p.partitions("t__chain_map")
     assert len(versions) == 1 and versions[0].split("=", 1)[1] in view
+    record = dict(p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__snapshot").collect())
+    assert record["chaintable.view-map"].split()[0] == versions[0].split("=", 1)[1]
+    # rerunning the newest day changes no mapped read: the mapping is reused, not rewritten
+    p.dbt("run", "--select", "t", vars={"dt": DAYS[-1]})
+    assert p.partitions("t__chain_map") == versions
+    again = dict(p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__snapshot").collect())
+    assert again["chaintable.view-map"] == record["chaintable.view-map"]
+    # a mapping table dropped by hand is written again, not trusted from the record
+    p.spark.sql(f"DROP TABLE {p.schema}.t__chain_map")
+    p.dbt("run", "--select", "t", vars={"dt": DAYS[-1]})
+    rebuilt = p.partitions("t__chain_map")
+    assert len(rebuilt) == 1 and rebuilt != versions
     for d in DAYS:
         got = set(p.rows(f"select region, id, v from {{s}}.t where dt = '{d}'"))
         assert got == replay(d), d

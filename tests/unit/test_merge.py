@@ -172,6 +172,20 @@ class TestStageChecks:
         assert "count(DISTINCT struct(`v`, `op`)) > 1" in merge.tied_sql(
             sensitive, COLS, "SELECT * FROM stage")
 
+    def test_one_scan_summarises_every_rule_per_partition(self):
+        sql = flat(merge.stage_summary_sql(opts(merge_engine="partial-update"), COLS,
+                                           "SELECT * FROM stage", "`dt` = '20250101'"))
+        assert sql == (
+            "SELECT `dt`, count(*), count(DISTINCT `id`), count_if(`id` IS NULL OR `dt` IS NULL), "
+            "count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), "
+            "count_if(coalesce(`op` IN ('-U', '-D'), false)), NOT (`dt` = '20250101') "
+            "FROM (SELECT * FROM stage) __s GROUP BY `dt`")
+        plain = flat(merge.stage_summary_sql(opts(rowkind_field=None), COLS, "x"))
+        assert "count_if(false), count_if(false), false FROM" in plain
+        # a primary key of partition columns only: any second row in a partition may tie
+        keyless = ChainOptions(partition_by=("dt",), chain_keys=("dt",), primary_key=("dt",))
+        assert "count(*), least(count(*), 1)," in merge.stage_summary_sql(keyless, COLS, "x")
+
     def test_ignored_rows_never_tie_and_kinds_are_checked(self):
         sql = merge.tied_sql(opts(merge_engine="first-row"), COLS, "SELECT * FROM stage")
         assert f"WHERE NOT {RETRACT}" in sql

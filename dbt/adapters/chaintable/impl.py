@@ -7,23 +7,24 @@ table properties from the catalog, asks planner.py what to do and renders it wit
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.base import available
+from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.base.relation import BaseRelation
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter
-from dbt.adapters.spark.relation import SparkRelation
 
 from dbt.adapters.chaintable import expire, safety
 from dbt.adapters.chaintable.connections import ChainTableConnectionManager
 from dbt.adapters.chaintable.merge import cols_sql, q
 from dbt.adapters.chaintable.options import (
     BRANCHES, DEFAULT_VIEW_RECENT, P_BRANCH, P_HISTORY_START, P_LAST_EXPIRE_CHECK, P_STALE,
-    P_VIEW_RECENT, ChainConfigError,
+    P_VIEW_MAP, P_VIEW_RECENT, ChainConfigError,
     ChainOptions, history_from_properties, stale_from_properties, stale_to_property,
 )
 from dbt.adapters.chaintable.planner import (
@@ -130,6 +131,7 @@ class ChainRun:
     loaded: Optional["Loaded"] = None  # the catalog as _plan_write read it (nothing changes it
     # until the publish, which only adds `written` to the target branch: _write and _finish reuse it)
     provider: str = "parquet"
+    stage_dropped: bool = False
 
     @property
     def publishes(self) -> bool:
@@ -163,6 +165,13 @@ class ChainTableAdapter(SparkAdapter):
     # ---- catalog reads -----------------------------------------------------------------------
     def _exists(self, relation: BaseRelation) -> bool:
         return bool(self._fetch(f"SHOW TABLES IN {relation.schema} LIKE '{relation.identifier}'"))
+
+    def _branches_exist(self, tables: ChainTables) -> bool:
+        """Both branches exist (one listing: `|` separates alternatives in SHOW TABLES LIKE)."""
+        names = {str(r[1]).lower() for r in self._fetch(
+            f"SHOW TABLES IN {tables.snapshot.schema} "
+            f"LIKE '{tables.snapshot.identifier}|{tables.delta.identifier}'")}
+        return {tables.snapshot.identifier.lower(), tables.delta.identifier.lower()} <= names
 
     def _describe(self, relation: BaseRelation) -> List[Tuple[str, str]]:
         out = []
@@ -226,7 +235,7 @@ class ChainTableAdapter(SparkAdapter):
         config = dict(config)
         opts = ChainOptions.from_config(model, config)
         tables = self.chain_tables(relation)
-        exists = self._exists(tables.snapshot) and self._exists(tables.delta)
+        exists = self._branches_exist(tables)
         forced = config.get("chain_branch")
         if forced is not None and forced not in BRANCHES:
             raise ChainConfigError(f"chain_incremental model '{model}': chain_branch '{forced}' is "
@@ -262,7 +271,7 @@ class ChainTableAdapter(SparkAdapter):
         if full_refresh or dict(config).get("chain_branch") == "snapshot":
             return False
         tables = self.chain_tables(relation)
-        return self._exists(tables.snapshot) and self._exists(tables.delta)
+        return self._branches_exist(tables)
 
     @available
     def chain_execute(self, run: ChainRun, compiled_code: str) -> str:
@@ -287,7 +296,7 @@ class ChainTableAdapter(SparkAdapter):
         tables, opts = run.tables, run.opts
         cols = self._describe_query(compiled_code)
         opts.validate_columns(run.model, [c for c, _ in cols])  # before anything is written
-        self._run(f"DROP TABLE IF EXISTS {tables.stage}")
+        # no stage is left over: taking the lock ran _recover, which drops it
         if not run.publishes:
             self._run(f"CREATE TABLE {tables.stage} USING parquet AS\n{compiled_code}")
             return
@@ -300,36 +309,45 @@ class ChainTableAdapter(SparkAdapter):
             location=safety.version_location(run.location, run.run_id), as_select=compiled_code))
 
     def _check_stage(self, run: ChainRun, columns: List[Tuple[str, str]], opts: ChainOptions) -> List[Values]:
-        """Bad input is refused before anything is written (SPEC §5); returns the partitions."""
-        stage, model = run.tables.stage, run.model
-        parts = cols_sql(opts.partition_by)
-        pk_null = " OR ".join(f"{q(c)} IS NULL" for c in opts.primary_key)
-        rows = self._fetch(f"SELECT {cols_sql(opts.primary_key)} FROM {stage} WHERE {pk_null} LIMIT 1")
-        if rows:
-            bad = [c for c, v in zip(opts.primary_key, rows[0]) if v is None]
-            raise ChainConfigError(
-                f"chain_incremental model '{model}': NULL in primary key column(s) {bad}, e.g. key "
-                f"{self._key_text(opts.primary_key, rows[0])}; nothing was written")
+        """Bad input is refused before anything is written (SPEC §5); returns the partitions.
+        One scan summarises every partition of the stage (merge.stage_summary_sql); only a rule
+        it finds broken (or a partition where a tie is possible) costs a query of its own."""
         from dbt.adapters.chaintable import merge  # the merge rules decide what is refused
 
+        stage, model = run.tables.stage, run.model
         names = [c for c, _ in columns]
         source = f"SELECT * FROM {stage}"
-        sql = merge.bad_kind_sql(opts, source)
-        rows = self._fetch(sql) if sql else []
-        if rows:
+        chain_partition = run.config.get("chain_partition")
+        inside = None
+        if chain_partition:
+            spec = parse_partition_spec(chain_partition)
+            self._check_chain_partition(run, opts, spec)
+            typed = Renderer(opts, names, dict(columns), "", "")
+            inside = " AND ".join(f"{q(k)} = {typed.lit(k, v)}" for k, v in spec.items())
+        n = len(opts.partition_by)
+        summary = self._fetch(merge.stage_summary_sql(opts, names, source, inside))
+        broken = [sum(int(r[n + i] or 0) for r in summary) for i in (2, 3, 4)]
+        if broken[0]:
+            pk_null = " OR ".join(f"{q(c)} IS NULL" for c in opts.primary_key)
+            row = self._fetch(f"SELECT {cols_sql(opts.primary_key)} FROM {stage} WHERE {pk_null} LIMIT 1")[0]
+            bad = [c for c, v in zip(opts.primary_key, row) if v is None]
+            raise ChainConfigError(
+                f"chain_incremental model '{model}': NULL in primary key column(s) {bad}, e.g. key "
+                f"{self._key_text(opts.primary_key, row)}; nothing was written")
+        if broken[1]:
+            row = self._fetch(merge.bad_kind_sql(opts, source))[0]
             raise ChainConfigError(
                 f"chain_incremental model '{model}': rowkind_field '{opts.rowkind_field}' must be "
-                f"one of {list(merge.ROW_KINDS)}, got {rows[0][-1]!r} for key "
-                f"{self._key_text(opts.primary_key, rows[0])}; nothing was written")
-        sql = merge.refused_sql(opts, names, source)
-        rows = self._fetch(sql) if sql else []
-        if rows:
+                f"one of {list(merge.ROW_KINDS)}, got {row[-1]!r} for key "
+                f"{self._key_text(opts.primary_key, row)}; nothing was written")
+        if broken[2]:
+            row = self._fetch(merge.refused_sql(opts, names, source))[0]
             raise ChainConfigError(
                 f"chain_incremental model '{model}': {merge.refusal(opts, names)}; got a "
-                f"{rows[0][-1]!r} row for key {self._key_text(opts.primary_key, rows[0])}; "
+                f"{row[-1]!r} row for key {self._key_text(opts.primary_key, row)}; "
                 "nothing was written")
         sql = merge.tied_sql(opts, names, source)
-        rows = self._fetch(sql) if sql else []
+        rows = self._fetch(sql) if sql and any(int(r[n]) > int(r[n + 1]) for r in summary) else []
         if rows:
             shown = list(opts.primary_key) + ([opts.sequence_field] if opts.sequence_field else [])
             same = " with the same sequence value" if opts.sequence_field else ""
@@ -340,19 +358,14 @@ class ChainTableAdapter(SparkAdapter):
                 f"{self._key_text(shown, rows[0])} in one partition{same}{differ}; "
                 "the merge order cannot decide between them (add a sequence_field or dedupe "
                 "the model); nothing was written")
-        chain_partition = run.config.get("chain_partition")
-        if chain_partition:
-            spec = parse_partition_spec(chain_partition)
-            self._check_chain_partition(run, opts, spec)
-            typed = Renderer(opts, [c for c, _ in columns], dict(columns), "", "")
-            cond = " AND ".join(f"{q(k)} = {typed.lit(k, v)}" for k, v in spec.items())
-            rows = self._fetch(f"SELECT DISTINCT {parts} FROM {stage} WHERE NOT ({cond}) LIMIT 1")
-            if rows:
-                raise ChainConfigError(
-                    f"chain_incremental model '{model}': rows outside chain_partition {spec}, e.g. "
-                    f"partition {format_partition(opts.partition_by, [str(v) for v in rows[0]])}; "
-                    "nothing was written")
-        return [tuple(str(v) for v in r) for r in self._fetch(f"SELECT DISTINCT {parts} FROM {stage}")]
+        outside = [r[:n] for r in summary if str(r[n + 5]).lower() == "true"]
+        if outside:
+            raise ChainConfigError(
+                f"chain_incremental model '{model}': rows outside chain_partition "
+                f"{parse_partition_spec(chain_partition)}, e.g. partition "
+                f"{format_partition(opts.partition_by, [str(v) for v in outside[0]])}; "
+                "nothing was written")
+        return [tuple(str(v) for v in r[:n]) for r in summary]
 
     @staticmethod
     def _key_text(columns: Sequence[str], values: Sequence[Any]) -> str:
@@ -413,12 +426,19 @@ class ChainTableAdapter(SparkAdapter):
             ordered = self._table_order(stage_cols, opts)
             for branch, rel in (("snapshot", tables.snapshot), ("delta", tables.delta)):
                 self._run(self._create_sql(run, rel, ordered, {**props, P_BRANCH: branch}))
+            loaded = self._load(tables.view)
         else:
-            self._reconcile_schema(run, self._table_order(stage_cols, opts),
-                                   self._describe(tables.snapshot))
-            for rel in (tables.snapshot, tables.delta):
-                self._run(f"ALTER TABLE {rel} SET TBLPROPERTIES ({tblproperties_sql(props)})")
-        loaded = self._load(tables.view)
+            columns = self._reconcile_schema(run, self._table_order(stage_cols, opts),
+                                             self._describe(tables.snapshot))
+            stored = self._properties(tables.snapshot)  # under the lock: current
+            if any(stored.get(k) != v for k, v in props.items()):  # a config option changed
+                for rel in (tables.snapshot, tables.delta):
+                    self._run(f"ALTER TABLE {rel} SET TBLPROPERTIES ({tblproperties_sql(props)})")
+            # the catalog as it now is, from what this run read and wrote: no second listing
+            merged = {**stored, **props}
+            loaded = Loaded(tables, ChainOptions.from_properties(str(tables.snapshot), merged),
+                            columns, merged, self._partitions(tables.snapshot, opts.partition_by),
+                            self._partitions(tables.delta, opts.partition_by))
         run.loaded = loaded
         state = loaded.state()
         if run.branch == "delta":
@@ -460,6 +480,7 @@ class ChainTableAdapter(SparkAdapter):
         for part in run.empties:
             self._run(stage_renderer.empty_partition(str(tables.stage), part))
         self._publish(target, tables.stage, opts.partition_by, run.written, existing=before)
+        run.stage_dropped = True  # _publish dropped it
 
     @staticmethod
     def _check_partition_times(run: ChainRun, parts: Sequence[Values]) -> None:
@@ -546,7 +567,8 @@ class ChainTableAdapter(SparkAdapter):
             logger.info(f"'{run.model}': rewritten delta partition(s) invalidate snapshot "
                         f"partition(s) {[format_partition(run.opts.partition_by, p) for p in invalidated]}")
             self._run(loaded.renderer().drop_partitions(str(tables.snapshot), invalidated))
-        self._drop_scratch(tables)
+        if not run.stage_dropped:
+            self._drop_scratch(tables)
         if run.opts.expiration_enabled:
             self._auto_expire(tables.view)
 
@@ -573,21 +595,43 @@ class ChainTableAdapter(SparkAdapter):
         layout = state.view_layout(recent)
         mapped = layout[1]
         # older delta-only partitions: a new version of the mapping table first (the current
-        # view reads its own version), then the view, then the versions no view reads any more
-        version = safety.new_run_id() if mapped else ""
-        if mapped:
+        # view reads its own version), then the view, then the record of which version it reads
+        # and its digest, then the versions no view reads any more. A refresh whose mapped reads
+        # are those of the recorded version reuses it (a daily run only adds newer partitions).
+        rows = renderer.map_rows(mapped)
+        digest = hashlib.sha1("\n".join(rows).encode()).hexdigest()[:16] if mapped else ""
+        recorded = (loaded.props.get(P_VIEW_MAP) or "").split()
+        reuse = (bool(mapped) and len(recorded) == 2 and recorded[1] == digest
+                 and recorded[0] in self._map_versions(cmap))
+        version = recorded[0] if reuse else (safety.new_run_id() if mapped else "")
+        if mapped and not reuse:
             self._run(renderer.map_create(str(cmap)))
             self._run(renderer.map_insert(str(cmap), version, mapped))
         sql = renderer.view(layout, (str(cmap), version))
         self._run(f"CREATE OR REPLACE VIEW {loaded.tables.view} AS\n{sql}")
+        if reuse:
+            return
+        record = f"{version} {digest}" if mapped else ""
+        if record != (loaded.props.get(P_VIEW_MAP) or ""):
+            self._run(f"ALTER TABLE {loaded.tables.snapshot} SET TBLPROPERTIES "
+                      f"({tblproperties_sql({P_VIEW_MAP: record})})")
+            loaded.props[P_VIEW_MAP] = record  # a second refresh in this operation sees it
         if not mapped:
             self._run(f"DROP TABLE IF EXISTS {cmap}")
             return
-        old = [str(r[0]).split("=", 1)[1] for r in self._fetch(f"SHOW PARTITIONS {cmap}")]
-        old = [v for v in old if v != version]
+        old = [v for v in self._map_versions(cmap) if v != version]
         if old:
             self._run(f"ALTER TABLE {cmap} DROP IF EXISTS "
                       + ", ".join(f"PARTITION ({MAP_VERSION} = '{_esc(v)}')" for v in old))
+
+    def _map_versions(self, cmap: BaseRelation) -> List[str]:
+        """The versions the mapping table holds (none when it does not exist: only a table
+        dropped by hand lacks the version the snapshot branch's record names)."""
+        try:
+            rows = self._fetch(f"SHOW PARTITIONS {cmap}")
+        except DbtRuntimeError:
+            return []
+        return [str(r[0]).split("=", 1)[1] for r in rows]
 
     # ---- locking and publishing (safety.py explains both) ------------------------------------
     @contextmanager

@@ -311,22 +311,48 @@ def merge_rows_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str,
 
 
 def merge_sql(opts: ChainOptions, columns: Sequence[str], anchor_sql: Optional[str],
-              delta_sql: str, types: Types = None) -> str:
-    """Full state over an anchor (may be None) and deltas, both SELECTs yielding `columns`."""
+              delta_sql: str, types: Types = None, broadcast: bool = False) -> str:
+    """Full state over an anchor (may be None) and deltas, both SELECTs yielding `columns`.
+    `broadcast` hints Spark to broadcast the deltas' keys where it cannot estimate their size
+    (deltas joined to the mapping table), so that the anchor is not shuffled there either."""
     if anchor_sql is None:
         return merge_rows_sql(opts, columns, delta_sql, types)
     keys = list(opts.merge_keys)
     on = " AND ".join(f"__a.{q(k)} = __d.{q(k)}" for k in keys) or "true"
     touched = f"(SELECT DISTINCT {cols_sql(keys) or 'true AS __chain_any'} FROM ({delta_sql}) __dk)"
-    untouched = (f"SELECT {cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
+    hint = "/*+ BROADCAST(__d) */ " if broadcast else ""
+    untouched = (f"SELECT {hint}{cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
                  f"LEFT ANTI JOIN {touched} __d ON {on}")
-    contested = (f"SELECT {cols_sql(columns, '__a')}, true AS {ANCHOR} FROM ({anchor_sql}) __a "
+    contested = (f"SELECT {hint}{cols_sql(columns, '__a')}, true AS {ANCHOR} FROM ({anchor_sql}) __a "
                  f"LEFT SEMI JOIN {touched} __d ON {on} "
                  f"UNION ALL SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e")
     return f"{untouched} UNION ALL {_merge(opts, columns, contested, keys, types)}"
 
 
 # ---- checks on staged rows (impl._check_stage), before anything is written ----------------------
+def stage_summary_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str,
+                      inside: Optional[str] = None) -> str:
+    """One scan of the staged rows, one row per partition: its partition values, then how many
+    rows it has, how many distinct merge keys, and how many rows break each rule: NULL in the
+    primary key, a rowkind outside +I/-U/+U/-D, a -U/-D the table refuses (`refusal`), and
+    whether the partition lies outside `inside` (a predicate on partition columns). The failing
+    rule's own query (below) then finds an example for the error; a partition whose rows
+    outnumber its keys is the only place a tie (`tied_sql`) can be."""
+    pk_null = " OR ".join(f"{q(c)} IS NULL" for c in opts.primary_key) or "false"
+    bad_kind, refused = "false", "false"
+    if opts.rowkind_field:
+        kinds = ", ".join(f"'{k}'" for k in ROW_KINDS)
+        bad_kind = f"NOT coalesce({q(opts.rowkind_field)} IN ({kinds}), false)"
+        if refusal(opts, columns):
+            refused = is_retract(opts)
+    keys = list(opts.merge_keys)
+    distinct = f"count(DISTINCT {cols_sql(keys)})" if keys else "least(count(*), 1)"
+    parts = cols_sql(opts.partition_by)
+    return (f"SELECT {parts}, count(*), {distinct}, count_if({pk_null}), count_if({bad_kind}), "
+            f"count_if({refused}), {'false' if inside is None else f'NOT ({inside})'} "
+            f"FROM ({source_sql}) __s GROUP BY {parts}")
+
+
 def bad_kind_sql(opts: ChainOptions, source_sql: str) -> Optional[str]:
     """First row whose rowkind field is not one of +I, -U, +U, -D (NULL included)."""
     if not opts.rowkind_field:

@@ -51,6 +51,9 @@ P_HISTORY_START = "chaintable.history-start"
 # (older ones go through the mapping table): set it with the model's `tblproperties`
 P_VIEW_RECENT = "chaintable.view-recent-branches"
 DEFAULT_VIEW_RECENT = 7
+# "<version> <digest>": the mapping table's version the view reads and a digest of its rows, so
+# a refresh whose mapped reads did not change (a daily run) reuses it instead of writing it again
+P_VIEW_MAP = "chaintable.view-map"
 
 
 class ChainConfigError(DbtRuntimeError):

@@ -217,12 +217,23 @@ class ChainState:
         return sorted(out.items(), key=lambda kv: self.sort_key(kv[0]))
 
     def view_layout(self, recent: int) -> Tuple[List[Tuple[Values, List[ReadPlan]]], List[ReadPlan]]:
-        """(literal branches, mapped reads): the newest `recent` delta-only chain values keep a
-        view branch each (literal partition values, pruned at planning time); the reads of older
-        delta-only partitions go through one branch driven by a mapping table (target partition
-        -> anchor and deltas), so the view's text stays bounded however long the history."""
+        """(literal branches, mapped reads). The delta-only chain values after the newest
+        snapshot (of any group) keep a view branch each, at most the newest `recent` of them
+        (literal partition values, pruned at planning time); the reads of older delta-only
+        partitions go through one branch driven by a mapping table (target partition -> anchor
+        and deltas), so the view's text stays bounded however long the history.
+        The mapped set is everything up to the newest snapshot: a daily run, which only adds a
+        newer partition, leaves it as it is (its mapping need not be rewritten) until a
+        compaction moves the newest snapshot or more than `recent` days pass without one."""
         branches = self.view_branches()
-        cut = max(len(branches) - max(recent, 0), 0)
+        snaps, _ = self._sorted
+        newest = max((keys[-1] for keys, _ in snaps.values() if keys), default=None)
+        after = len(branches)
+        for i, (chain, _) in enumerate(branches):
+            if newest is None or self.sort_key(chain) > newest:
+                after = i
+                break
+        cut = max(len(branches) - max(recent, 0), after)
         return branches[cut:], [p for _, plans in branches[:cut] for p in plans]
 
     # ---- partition specs ---------------------------------------------------------------------

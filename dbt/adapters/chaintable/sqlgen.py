@@ -23,6 +23,12 @@ def source_col(chain_key: str) -> str:
     return f"ct__source_{chain_key}"
 
 
+def max_first(plans: Sequence[ReadPlan]) -> str:
+    """The newest value of the first chain key among `plans` (sorted by chain value, as the
+    planner returns them)."""
+    return plans[-1].chain[0]
+
+
 def literal(value: str, spark_type: str = "string") -> str:
     """A typed SQL literal for a partition value (constant-folded, so pruning still works)."""
     text = "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -123,18 +129,29 @@ class Renderer:
         own = [p.group + chain for chain, plans in literal for p in plans]
         snap = f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}" + (
             f" WHERE NOT ({self.in_partitions(own)})" if own else "")
+        branches = [snap]
         if mapped:
             assert mapping is not None
+            # every mapped target is at or before the newest one in the first chain key: a
+            # query of a later partition prunes the mapped branch and the anti join at planning
+            # time (`dt = X AND dt <= M` folds to false), so it reads the snapshot as it is
+            first = self.opts.chain_keys[0]
+            upto = f"coalesce({q(first)} <= {self.lit(first, max_first(mapped))}, false)"
             keys = list(self.opts.group_keys) + [target_col(k) for k in self.opts.chain_keys]
             on = " AND ".join(f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys)
             on += (" AND " if on else "") + " AND ".join(
                 f"__s.{q(k)} = __x.{q(target_col(k))}" for k in self.opts.chain_keys)
-            snap = (f"SELECT {cols_sql(self.columns, '__s')} FROM ({snap}) __s LEFT ANTI JOIN "
-                    f"(SELECT DISTINCT {cols_sql(keys)} FROM {self._map_version(*mapping)}) __x "
-                    f"ON {on}")
-        branches = [snap] + [self.merged(chain, plans) for chain, plans in literal]
+            where = f" AND NOT ({self.in_partitions(own)})" if own else ""
+            branches = [
+                f"SELECT {cols_sql(self.columns)} FROM {self.snapshot} WHERE NOT {upto}{where}",
+                f"SELECT {cols_sql(self.columns, '__s')} FROM (SELECT {cols_sql(self.columns)} "
+                f"FROM {self.snapshot} WHERE {upto}{where}) __s LEFT ANTI JOIN "
+                f"(SELECT DISTINCT {cols_sql(keys)} FROM {self._map_version(*mapping)}) __x "
+                f"ON {on}"]
+        branches += [self.merged(chain, plans) for chain, plans in literal]
         if mapped:
-            branches.append(self.mapped_read(*mapping))
+            mapped_sql = self.mapped_read(*mapping)
+            branches.append(f"SELECT * FROM ({mapped_sql}) __v WHERE {upto}")
         return "\nUNION ALL\n".join(branches)
 
     # ---- the mapping table of older delta-only partitions --------------------------------------
@@ -153,6 +170,11 @@ class Renderer:
 
     def map_insert(self, table: str, version: str, plans: Sequence[ReadPlan]) -> str:
         """One version of the mapping: the planner's anchor and deltas of each read in `plans`."""
+        return (f"INSERT INTO {table} PARTITION ({q(MAP_VERSION)} = {literal(version)}) VALUES "
+                + ", ".join(self.map_rows(plans)))
+
+    def map_rows(self, plans: Sequence[ReadPlan]) -> List[str]:
+        """The mapping's rows for `plans`, as SQL value tuples."""
         group, chain = self.opts.group_keys, self.opts.chain_keys
         rows = []
         for p in plans:
@@ -163,8 +185,7 @@ class Renderer:
                         + [self.lit(k, v) for k, v in zip(chain, p.chain)]
                         + [self.lit(k, v) for k, v in zip(chain, src)] + [f"'{branch}'"])
                 rows.append("(" + ", ".join(vals) + ")")
-        return (f"INSERT INTO {table} PARTITION ({q(MAP_VERSION)} = {literal(version)}) VALUES "
-                + ", ".join(rows))
+        return rows
 
     def _map_version(self, table: str, version: str, branch: Optional[str] = None) -> str:
         cond = f"{q(MAP_VERSION)} = {literal(version)}"
@@ -191,7 +212,7 @@ class Renderer:
         opts = replace(self.opts, primary_key=tuple(self.opts.primary_key) + tuple(targets))
         types = {**self.types, **{t: self.type_of(k) for t, k in zip(targets, chain)}}
         body = merge_sql(opts, self.columns + targets, side(self.snapshot, "snapshot"),
-                         side(self.delta, "delta"), types=types)
+                         side(self.delta, "delta"), types=types, broadcast=True)
         lowered = {k.lower(): target_col(k) for k in chain}
         proj = ", ".join(f"{q(lowered[c.lower()])} AS {q(c)}" if c.lower() in lowered else q(c)
                          for c in self.columns)
