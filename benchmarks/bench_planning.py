@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Dbt, fresh_root, median, session_params, start_spark  # noqa: E402
+from common import Dbt, fresh_root, median, session_params, start_spark, table_columns  # noqa: E402
 
 SCHEMA = "plan"
 CATALOG_KINDS = ("SHOW PARTITIONS", "SHOW TBLPROPERTIES", "SHOW TABLES", "SHOW TABLE EXTENDED",
@@ -115,11 +115,7 @@ def pure_planner(spark) -> Dict[str, Any]:
     snap, delta = f"{SCHEMA}.hist__snapshot", f"{SCHEMA}.hist__delta"
     t0 = time.perf_counter()
     props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {snap}").collect()}
-    cols = []
-    for r in spark.sql(f"DESCRIBE TABLE {snap}").collect():
-        if not r[0] or r[0].startswith("#"):
-            break
-        cols.append((r[0], r[1]))
+    cols = table_columns(spark, snap)
     sp = [r[0] for r in spark.sql(f"SHOW PARTITIONS {snap}").collect()]
     dp = [r[0] for r in spark.sql(f"SHOW PARTITIONS {delta}").collect()]
     t1 = time.perf_counter()

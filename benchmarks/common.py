@@ -143,6 +143,16 @@ def table_location(spark, table: str) -> str:
     raise RuntimeError(f"no location for {table}")
 
 
+def table_columns(spark, table: str) -> List[Any]:
+    """(name, type) of `table`'s columns, as the adapter's _describe reads them."""
+    cols = []
+    for r in spark.sql(f"DESCRIBE TABLE {table}").collect():
+        if not r[0] or r[0].startswith("#"):
+            break
+        cols.append((r[0], r[1]))
+    return cols
+
+
 def median(xs: Sequence[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 

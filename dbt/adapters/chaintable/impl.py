@@ -608,7 +608,7 @@ class ChainTableAdapter(SparkAdapter):
             self._run(renderer.map_create(str(cmap)))
             self._run(renderer.map_insert(str(cmap), version, mapped))
         sql = renderer.view(layout, (str(cmap), version))
-        self._run(f"CREATE OR REPLACE VIEW {loaded.tables.view} AS\n{sql}")
+        self._replace_view(loaded.tables.view, sql)
         if reuse:
             return
         record = f"{version} {digest}" if mapped else ""
@@ -623,6 +623,22 @@ class ChainTableAdapter(SparkAdapter):
         if old:
             self._run(f"ALTER TABLE {cmap} DROP IF EXISTS "
                       + ", ".join(f"PARTITION ({MAP_VERSION} = '{_esc(v)}')" for v in old))
+
+    def _replace_view(self, view: BaseRelation, sql: str) -> None:
+        """CREATE OR REPLACE VIEW ... WITH SCHEMA EVOLUTION (Spark 4): the view takes its
+        query's schema as it is, without the projection of casts to a stored schema that
+        Spark adds otherwise; that projection doubled the time to plan a one-day read (measured:
+        0.38 -> 0.18 s for the benchmark's compacted day). An older Spark refuses the clause:
+        then the plain statement, remembered for the rest of this invocation."""
+        modes = self.__dict__.setdefault("_chain_view_modes", [" WITH SCHEMA EVOLUTION", ""])
+        for i, mode in enumerate(list(modes)):
+            try:
+                self._run(f"CREATE OR REPLACE VIEW {view}{mode} AS\n{sql}")
+                del modes[:i]
+                return
+            except DbtRuntimeError:
+                if i == len(modes) - 1:
+                    raise
 
     def _map_versions(self, cmap: BaseRelation) -> List[str]:
         """The versions the mapping table holds (none when it does not exist: only a table
