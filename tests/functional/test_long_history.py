@@ -1,8 +1,9 @@
 """A long history (issue 2: reads of every day; issue 6: planning that does not grow with it).
 
-The view gives each of the newest delta-only chain values a branch of its own; older ones are
-read through one branch joined to a mapping table, so the view's text stays bounded (the
-embedded Derby metastore keeps at most 32,700 characters of a view). Here the model keeps one
+The view gives each delta-only chain value after the newest snapshot (at most the newest few)
+a branch of its own; older ones are read through one branch joined to a mapping table, so the
+view's text stays bounded (the embedded Derby metastore keeps at most 32,700 characters of a
+view). Here the model keeps one
 recent branch (`chaintable.view-recent-branches`), so most days go through the mapping, and
 every partition must read exactly what `chain_read` (which always renders the literal plan)
 and an in-memory replay of the changes give.

@@ -1,6 +1,7 @@
-"""The chain view's layout: the newest delta-only chain values get literal branches, older ones
-go through the mapping table, so the view's text is bounded by the newest few days (the
-embedded Derby metastore refuses a view of more than 32,700 characters)."""
+"""The chain view's layout: the delta-only chain values after the newest snapshot (at most the
+newest `recent`) get literal branches, older ones go through the mapping table, so the view's
+text is bounded by the newest few days (the embedded Derby metastore refuses a view of more
+than 32,700 characters)."""
 import datetime as dt
 
 from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, ChainOptions

@@ -47,7 +47,8 @@ P_STALE = "chaintable.stale-snapshots"
 # {group path: chain path of the oldest snapshot kept}: expiration dropped the history before it,
 # so that snapshot is the group's only record of it (ours: a guard against rebuilding it)
 P_HISTORY_START = "chaintable.history-start"
-# how many of the newest delta-only chain values the view reads through a branch of their own
+# at most how many delta-only chain values (the newest ones after the newest snapshot) the view
+# reads through a branch of their own
 # (older ones go through the mapping table): set it with the model's `tblproperties`
 P_VIEW_RECENT = "chaintable.view-recent-branches"
 DEFAULT_VIEW_RECENT = 7
