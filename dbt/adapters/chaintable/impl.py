@@ -326,28 +326,31 @@ class ChainTableAdapter(SparkAdapter):
             inside = " AND ".join(f"{q(k)} = {typed.lit(k, v)}" for k, v in spec.items())
         n = len(opts.partition_by)
         summary = self._fetch(merge.stage_summary_sql(opts, names, source, inside))
-        broken = [sum(int(r[n + i] or 0) for r in summary) for i in (2, 3, 4)]
-        if broken[0]:
-            pk_null = " OR ".join(f"{q(c)} IS NULL" for c in opts.primary_key)
-            row = self._fetch(f"SELECT {cols_sql(opts.primary_key)} FROM {stage} WHERE {pk_null} LIMIT 1")[0]
+        parts = [r[:n] for r in summary]
+        # per partition (stage_summary_sql's columns after the partition values)
+        n_rows, n_keys, pk_null, bad_kind, refused, outside = (
+            [r[n + i] for r in summary] for i in range(6))
+        if sum(int(v or 0) for v in pk_null):
+            row = self._fetch(merge.pk_null_sql(opts, source))[0]
             bad = [c for c, v in zip(opts.primary_key, row) if v is None]
             raise ChainConfigError(
                 f"chain_incremental model '{model}': NULL in primary key column(s) {bad}, e.g. key "
                 f"{self._key_text(opts.primary_key, row)}; nothing was written")
-        if broken[1]:
+        if sum(int(v or 0) for v in bad_kind):
             row = self._fetch(merge.bad_kind_sql(opts, source))[0]
             raise ChainConfigError(
                 f"chain_incremental model '{model}': rowkind_field '{opts.rowkind_field}' must be "
                 f"one of {list(merge.ROW_KINDS)}, got {row[-1]!r} for key "
                 f"{self._key_text(opts.primary_key, row)}; nothing was written")
-        if broken[2]:
+        if sum(int(v or 0) for v in refused):
             row = self._fetch(merge.refused_sql(opts, names, source))[0]
             raise ChainConfigError(
                 f"chain_incremental model '{model}': {merge.refusal(opts, names)}; got a "
                 f"{row[-1]!r} row for key {self._key_text(opts.primary_key, row)}; "
                 "nothing was written")
         sql = merge.tied_sql(opts, names, source)
-        rows = self._fetch(sql) if sql and any(int(r[n]) > int(r[n + 1]) for r in summary) else []
+        tie_possible = any(int(r) > int(k) for r, k in zip(n_rows, n_keys))
+        rows = self._fetch(sql) if sql and tie_possible else []
         if rows:
             shown = list(opts.primary_key) + ([opts.sequence_field] if opts.sequence_field else [])
             same = " with the same sequence value" if opts.sequence_field else ""
@@ -358,14 +361,14 @@ class ChainTableAdapter(SparkAdapter):
                 f"{self._key_text(shown, rows[0])} in one partition{same}{differ}; "
                 "the merge order cannot decide between them (add a sequence_field or dedupe "
                 "the model); nothing was written")
-        outside = [r[:n] for r in summary if str(r[n + 5]).lower() == "true"]
-        if outside:
+        outside_parts = [p for p, o in zip(parts, outside) if str(o).lower() == "true"]
+        if outside_parts:
             raise ChainConfigError(
                 f"chain_incremental model '{model}': rows outside chain_partition "
                 f"{parse_partition_spec(chain_partition)}, e.g. partition "
-                f"{format_partition(opts.partition_by, [str(v) for v in outside[0]])}; "
+                f"{format_partition(opts.partition_by, [str(v) for v in outside_parts[0]])}; "
                 "nothing was written")
-        return [tuple(str(v) for v in r[:n]) for r in summary]
+        return [tuple(str(v) for v in p) for p in parts]
 
     @staticmethod
     def _key_text(columns: Sequence[str], values: Sequence[Any]) -> str:

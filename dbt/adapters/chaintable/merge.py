@@ -330,6 +330,24 @@ def merge_sql(opts: ChainOptions, columns: Sequence[str], anchor_sql: Optional[s
 
 
 # ---- checks on staged rows (impl._check_stage), before anything is written ----------------------
+def _pk_null(opts: ChainOptions) -> str:
+    """Predicate: a primary key column is NULL."""
+    return " OR ".join(f"{q(c)} IS NULL" for c in opts.primary_key) or "false"
+
+
+def _bad_kind(opts: ChainOptions) -> str:
+    """Predicate: the rowkind field is not one of +I, -U, +U, -D (NULL included)."""
+    if not opts.rowkind_field:
+        return "false"
+    kinds = ", ".join(f"'{k}'" for k in ROW_KINDS)
+    return f"NOT coalesce({q(opts.rowkind_field)} IN ({kinds}), false)"
+
+
+def _refused(opts: ChainOptions, columns: Sequence[str]) -> str:
+    """Predicate: a -U/-D row the table refuses (`refusal`)."""
+    return is_retract(opts) if refusal(opts, columns) else "false"
+
+
 def stage_summary_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str,
                       inside: Optional[str] = None) -> str:
     """One scan of the staged rows, one row per partition: its partition values, then how many
@@ -338,28 +356,27 @@ def stage_summary_sql(opts: ChainOptions, columns: Sequence[str], source_sql: st
     whether the partition lies outside `inside` (a predicate on partition columns). The failing
     rule's own query (below) then finds an example for the error; a partition whose rows
     outnumber its keys is the only place a tie (`tied_sql`) can be."""
-    pk_null = " OR ".join(f"{q(c)} IS NULL" for c in opts.primary_key) or "false"
-    bad_kind, refused = "false", "false"
-    if opts.rowkind_field:
-        kinds = ", ".join(f"'{k}'" for k in ROW_KINDS)
-        bad_kind = f"NOT coalesce({q(opts.rowkind_field)} IN ({kinds}), false)"
-        if refusal(opts, columns):
-            refused = is_retract(opts)
     keys = list(opts.merge_keys)
     distinct = f"count(DISTINCT {cols_sql(keys)})" if keys else "least(count(*), 1)"
     parts = cols_sql(opts.partition_by)
-    return (f"SELECT {parts}, count(*), {distinct}, count_if({pk_null}), count_if({bad_kind}), "
-            f"count_if({refused}), {'false' if inside is None else f'NOT ({inside})'} "
+    return (f"SELECT {parts}, count(*), {distinct}, count_if({_pk_null(opts)}), "
+            f"count_if({_bad_kind(opts)}), count_if({_refused(opts, columns)}), "
+            f"{'false' if inside is None else f'NOT ({inside})'} "
             f"FROM ({source_sql}) __s GROUP BY {parts}")
+
+
+def pk_null_sql(opts: ChainOptions, source_sql: str) -> str:
+    """First row with a NULL in its primary key: the primary key."""
+    return (f"SELECT {cols_sql(opts.primary_key)} FROM ({source_sql}) __s "
+            f"WHERE {_pk_null(opts)} LIMIT 1")
 
 
 def bad_kind_sql(opts: ChainOptions, source_sql: str) -> Optional[str]:
     """First row whose rowkind field is not one of +I, -U, +U, -D (NULL included)."""
     if not opts.rowkind_field:
         return None
-    kind, kinds = q(opts.rowkind_field), ", ".join(f"'{k}'" for k in ROW_KINDS)
-    return (f"SELECT {cols_sql(opts.primary_key)}, {kind} FROM ({source_sql}) __s "
-            f"WHERE NOT coalesce({kind} IN ({kinds}), false) LIMIT 1")
+    return (f"SELECT {cols_sql(opts.primary_key)}, {q(opts.rowkind_field)} FROM ({source_sql}) "
+            f"__s WHERE {_bad_kind(opts)} LIMIT 1")
 
 
 def refused_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> Optional[str]:
@@ -367,7 +384,7 @@ def refused_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> 
     if not refusal(opts, columns):
         return None
     return (f"SELECT {cols_sql(opts.primary_key)}, {q(opts.rowkind_field)} FROM ({source_sql}) "
-            f"__s WHERE {is_retract(opts)} LIMIT 1")
+            f"__s WHERE {_refused(opts, columns)} LIMIT 1")
 
 
 def tied_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> Optional[str]:

@@ -48,8 +48,8 @@ P_STALE = "chaintable.stale-snapshots"
 # so that snapshot is the group's only record of it (ours: a guard against rebuilding it)
 P_HISTORY_START = "chaintable.history-start"
 # at most how many delta-only chain values (the newest ones after the newest snapshot) the view
-# reads through a branch of their own
-# (older ones go through the mapping table): set it with the model's `tblproperties`
+# reads through a branch of their own (older ones go through the mapping table): set it with
+# the model's `tblproperties`
 P_VIEW_RECENT = "chaintable.view-recent-branches"
 DEFAULT_VIEW_RECENT = 7
 # "<version> <digest>": the mapping table's version the view reads and a digest of its rows, so

@@ -127,10 +127,16 @@ class Renderer:
         one of them (compaction) is not read twice before the view is refreshed."""
         literal, mapped = layout
         own = [p.group + chain for chain, plans in literal for p in plans]
-        snap = f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}" + (
-            f" WHERE NOT ({self.in_partitions(own)})" if own else "")
-        branches = [snap]
-        if mapped:
+        not_own = f"NOT ({self.in_partitions(own)})" if own else ""
+
+        def snapshot(*conds: str) -> str:
+            conds = tuple(c for c in conds if c)
+            return (f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}"
+                    + (" WHERE " + " AND ".join(conds) if conds else ""))
+
+        if not mapped:
+            branches = [snapshot(not_own)]
+        else:
             assert mapping is not None
             # every mapped target is at or before the newest one in the first chain key: a
             # query of a later partition prunes the mapped branch and the anti join at planning
@@ -138,20 +144,17 @@ class Renderer:
             first = self.opts.chain_keys[0]
             upto = f"coalesce({q(first)} <= {self.lit(first, max_first(mapped))}, false)"
             keys = list(self.opts.group_keys) + [target_col(k) for k in self.opts.chain_keys]
-            on = " AND ".join(f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys)
-            on += (" AND " if on else "") + " AND ".join(
-                f"__s.{q(k)} = __x.{q(target_col(k))}" for k in self.opts.chain_keys)
-            where = f" AND NOT ({self.in_partitions(own)})" if own else ""
+            on = " AND ".join([f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys]
+                              + [f"__s.{q(k)} = __x.{q(target_col(k))}"
+                                 for k in self.opts.chain_keys])
             branches = [
-                f"SELECT {cols_sql(self.columns)} FROM {self.snapshot} WHERE NOT {upto}{where}",
-                f"SELECT {cols_sql(self.columns, '__s')} FROM (SELECT {cols_sql(self.columns)} "
-                f"FROM {self.snapshot} WHERE {upto}{where}) __s LEFT ANTI JOIN "
-                f"(SELECT DISTINCT {cols_sql(keys)} FROM {self._map_version(*mapping)}) __x "
-                f"ON {on}"]
+                snapshot(f"NOT {upto}", not_own),
+                f"SELECT {cols_sql(self.columns, '__s')} FROM ({snapshot(upto, not_own)}) __s "
+                f"LEFT ANTI JOIN (SELECT DISTINCT {cols_sql(keys)} FROM "
+                f"{self._map_version(*mapping)}) __x ON {on}"]
         branches += [self.merged(chain, plans) for chain, plans in literal]
         if mapped:
-            mapped_sql = self.mapped_read(*mapping)
-            branches.append(f"SELECT * FROM ({mapped_sql}) __v WHERE {upto}")
+            branches.append(f"SELECT * FROM ({self.mapped_read(*mapping)}) __v WHERE {upto}")
         return "\nUNION ALL\n".join(branches)
 
     # ---- the mapping table of older delta-only partitions --------------------------------------
