@@ -785,6 +785,9 @@ class ChainTableAdapter(SparkAdapter):
             file_format=info.get("Provider", "parquet"),
             location=safety.version_location(info["Location"], run_id),
             clustered_by=bucket_cols if buckets > 0 else (), buckets=buckets if buckets > 0 else None))
+        if len(parts) == 1:  # one partition (one group): its rows carry its values
+            self._run(renderer.insert_overwrite(str(pub), source_sql, only=parts[0]))
+            return
         self._run(renderer.insert_overwrite(str(pub), source_sql))
         present = set(self._partitions(pub, loaded.opts.partition_by))
         for part in parts:

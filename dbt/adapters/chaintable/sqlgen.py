@@ -64,6 +64,10 @@ class Renderer:
         return "(" + " AND ".join(f"{q(c)} = {self.lit(c, v)}"
                                   for c, v in zip(columns, values)) + ")"
 
+    def spec(self, values: Values) -> str:
+        """A static partition spec: every partition column = its typed literal."""
+        return ", ".join(f"{q(c)} = {self.lit(c, v)}" for c, v in zip(self.opts.partition_by, values))
+
     def partitions_predicate(self, parts: Iterable[Values]) -> str:
         """Exactly `parts`. With at most one group key and one chain key the partitions are
         grouped into rectangles (groups S x chain values C with the same S), each rendered as
@@ -242,26 +246,29 @@ class Renderer:
         return "\nUNION ALL\n".join(parts)
 
     # ---- writes --------------------------------------------------------------------------
-    def insert_overwrite(self, table: str, source_sql: str) -> str:
+    def insert_overwrite(self, table: str, source_sql: str, only: Optional[Values] = None) -> str:
         """Dynamic overwrite (the tables carry partitionOverwriteMode=dynamic as a table option,
-        so no session setting is relied on): exactly the partitions in the output are replaced."""
+        so no session setting is relied on): exactly the partitions in the output are replaced.
+        `only`: every row of `source_sql` belongs to this one partition (the caller built it so),
+        written with a static spec: Spark then neither sorts the rows by partition (a full sort
+        of a compacted snapshot) nor stages them for a dynamic overwrite, and the partition
+        exists afterwards even when the source is empty."""
+        if only is not None:
+            return (f"INSERT OVERWRITE TABLE {table} PARTITION ({self.spec(only)})\n"
+                    f"SELECT {cols_sql(self.data_columns)} FROM ({source_sql}) __src")
         parts = ", ".join(q(c) for c in self.opts.partition_by)
         return (f"INSERT OVERWRITE TABLE {table} PARTITION ({parts})\n"
                 f"SELECT {cols_sql(self.columns)} FROM ({source_sql}) __src")
 
     def empty_partition(self, table: str, values: Values) -> str:
         """A fully static overwrite with no rows: creates or empties exactly one partition."""
-        spec = ", ".join(f"{q(c)} = {self.lit(c, v)}" for c, v in zip(self.opts.partition_by, values))
         nulls = ", ".join(f"CAST(NULL AS {self.type_of(c)}) AS {q(c)}" for c in self.data_columns)
-        return f"INSERT OVERWRITE TABLE {table} PARTITION ({spec}) SELECT {nulls} WHERE 1 = 0"
+        return f"INSERT OVERWRITE TABLE {table} PARTITION ({self.spec(values)}) SELECT {nulls} WHERE 1 = 0"
 
     def drop_partitions(self, table: str, parts: Sequence[Values]) -> Optional[str]:
         if not parts:
             return None
-        specs = ", ".join(
-            "PARTITION (" + ", ".join(f"{q(c)} = {self.lit(c, v)}"
-                                      for c, v in zip(self.opts.partition_by, p)) + ")"
-            for p in parts)
+        specs = ", ".join(f"PARTITION ({self.spec(p)})" for p in parts)
         return f"ALTER TABLE {table} DROP IF EXISTS {specs}"
 
     def batch_merge(self, source_sql: str) -> str:
