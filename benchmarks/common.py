@@ -112,6 +112,17 @@ class Dbt:
                                + "\n".join(self.messages[-40:]))
         return {"wall_s": wall, "statements": self.profile(t0 + wall)}
 
+    def compile_inline(self, sql: str) -> str:
+        """`dbt compile --inline sql`: the SQL dbt renders for it (e.g. a chain_read call)."""
+        from dbt.cli.main import dbtRunner
+
+        res = dbtRunner().invoke(["compile", "--inline", sql, "--log-level", "none",
+                                  "--project-dir", str(self.project_dir),
+                                  "--profiles-dir", str(self.project_dir)])
+        if not res.success:
+            raise RuntimeError(f"dbt compile --inline failed: {res.exception}")
+        return res.result.results[0].node.compiled_code
+
     def profile(self, end: float) -> Dict[str, Any]:
         """Per statement kind: count and time until the next statement started (includes the
         fetch of a SELECT's rows, which dbt-spark's session cursor runs after the status event)."""
