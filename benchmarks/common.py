@@ -96,7 +96,8 @@ class Dbt:
             if msg and event.info.level in ("info", "warn", "error"):
                 self.messages.append(str(msg))
 
-    def invoke(self, *args: str, vars: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    def _runner(self, *args: str, vars: Optional[Dict[str, Any]] = None):
+        """Run dbt in this process with the project's dirs; (result, wall seconds, start)."""
         from dbt.cli.main import dbtRunner
 
         self.statements, self.messages = [], []
@@ -110,17 +111,16 @@ class Dbt:
         if not res.success:
             raise RuntimeError(f"dbt {' '.join(args)} failed: {res.exception}\n"
                                + "\n".join(self.messages[-40:]))
+        return res, wall, t0
+
+    def invoke(self, *args: str, vars: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """A timed invocation: its wall time and the SQL statements it ran."""
+        _, wall, t0 = self._runner(*args, vars=vars)
         return {"wall_s": wall, "statements": self.profile(t0 + wall)}
 
     def compile_inline(self, sql: str) -> str:
         """`dbt compile --inline sql`: the SQL dbt renders for it (e.g. a chain_read call)."""
-        from dbt.cli.main import dbtRunner
-
-        res = dbtRunner().invoke(["compile", "--inline", sql, "--log-level", "none",
-                                  "--project-dir", str(self.project_dir),
-                                  "--profiles-dir", str(self.project_dir)])
-        if not res.success:
-            raise RuntimeError(f"dbt compile --inline failed: {res.exception}")
+        res, _, _ = self._runner("compile", "--inline", sql, "--log-level", "none")
         return res.result.results[0].node.compiled_code
 
     def profile(self, end: float) -> Dict[str, Any]:

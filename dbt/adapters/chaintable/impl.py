@@ -206,8 +206,13 @@ class ChainTableAdapter(SparkAdapter):
                 f"'{relation}' is not a chain table: {tables.snapshot} does not exist "
                 "(run the chain_incremental model first)")
         props = self._properties(tables.snapshot)
+        return self._loaded(tables, props, self._describe(tables.snapshot))
+
+    def _loaded(self, tables: ChainTables, props: Dict[str, str],
+                columns: List[Tuple[str, str]]) -> Loaded:
+        """The chain's state from its properties and columns (already read) and both branches'
+        partitions (listed now)."""
         opts = ChainOptions.from_properties(str(tables.snapshot), props)
-        columns = self._describe(tables.snapshot)
         return Loaded(tables, opts, columns, props, self._partitions(tables.snapshot, opts.partition_by),
                       self._partitions(tables.delta, opts.partition_by))
 
@@ -318,12 +323,11 @@ class ChainTableAdapter(SparkAdapter):
         names = [c for c, _ in columns]
         source = f"SELECT * FROM {stage}"
         chain_partition = run.config.get("chain_partition")
+        spec = parse_partition_spec(chain_partition) if chain_partition else None
         inside = None
         if chain_partition:
-            spec = parse_partition_spec(chain_partition)
             self._check_chain_partition(run, opts, spec)
-            typed = Renderer(opts, names, dict(columns), "", "")
-            inside = " AND ".join(f"{q(k)} = {typed.lit(k, v)}" for k, v in spec.items())
+            inside = Renderer(opts, names, dict(columns), "", "").predicate(list(spec), list(spec.values()))
         n = len(opts.partition_by)
         summary = self._fetch(merge.stage_summary_sql(opts, names, source, inside))
         parts = [r[:n] for r in summary]
@@ -365,7 +369,7 @@ class ChainTableAdapter(SparkAdapter):
         if outside_parts:
             raise ChainConfigError(
                 f"chain_incremental model '{model}': rows outside chain_partition "
-                f"{parse_partition_spec(chain_partition)}, e.g. partition "
+                f"{spec}, e.g. partition "
                 f"{format_partition(opts.partition_by, [str(v) for v in outside_parts[0]])}; "
                 "nothing was written")
         return [tuple(str(v) for v in p) for p in parts]
@@ -438,10 +442,7 @@ class ChainTableAdapter(SparkAdapter):
                 for rel in (tables.snapshot, tables.delta):
                     self._run(f"ALTER TABLE {rel} SET TBLPROPERTIES ({tblproperties_sql(props)})")
             # the catalog as it now is, from what this run read and wrote: no second listing
-            merged = {**stored, **props}
-            loaded = Loaded(tables, ChainOptions.from_properties(str(tables.snapshot), merged),
-                            columns, merged, self._partitions(tables.snapshot, opts.partition_by),
-                            self._partitions(tables.delta, opts.partition_by))
+            loaded = self._loaded(tables, {**stored, **props}, columns)
         run.loaded = loaded
         state = loaded.state()
         if run.branch == "delta":
