@@ -349,8 +349,10 @@ def main() -> int:
         day = compactions[-1]["day"]
         vars_ = {"dt": day, "prev_dt": days[days.index(day) - 1]}
         for _ in range(args.compaction_repeats):
-            dbt.invoke("run-operation", "drop_chain_partition", "--args",
-                       json.dumps({"model": "ods_chain", "partition": {"dt": day}}), vars=vars_)
+            for spec in ([{"grp": f"g{g}", "dt": day} for g in range(args.groups)]
+                         if args.groups > 1 else [{"dt": day}]):  # one partition per call
+                dbt.invoke("run-operation", "drop_chain_partition", "--args",
+                           json.dumps({"model": "ods_chain", "partition": spec}), vars=vars_)
             r = dbt.invoke("run-operation", "compact_chain", "--args",
                            json.dumps({"model": "ods_chain", "partition": {"dt": day}}), vars=vars_)
             compactions.append({"day": day, "repeat": True, **r})
