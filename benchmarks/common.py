@@ -149,14 +149,17 @@ class Dbt:
         fetch of a SELECT's rows, which dbt-spark's session cursor runs after the status event)."""
         out: Dict[str, Dict[str, float]] = {}
         stmts = self.statements
+        spans = []
         for i, s in enumerate(stmts):
             span = (stmts[i + 1].start if i + 1 < len(stmts) else end) - s.start
+            spans.append([s.kind, round(span, 4)])
             d = out.setdefault(s.kind, {"count": 0, "span_s": 0.0})
             d["count"] += 1
             d["span_s"] += span
         first = stmts[0].start if stmts else end
         return {"count": len(stmts), "sql_span_s": end - first,
-                "by_kind": dict(sorted(out.items(), key=lambda kv: -kv[1]["span_s"]))}
+                "by_kind": dict(sorted(out.items(), key=lambda kv: -kv[1]["span_s"])),
+                "in_order": spans}
 
 
 def dir_bytes(path: str) -> int:
