@@ -16,9 +16,9 @@ project, run day by day in this process (dbtRunner, method: session, one SparkSe
 Measured: bytes on disk, daily dbt run wall time, reads of one day's full state (count + checksum
 over all columns, equal results asserted), compaction time (warm, like the baseline's median:
 the compacted day's snapshot dropped and compacted again; the first, cold compaction is shown
-beside it, also against the baseline's own first merge). Every dbt invocation records its SQL statements and the JVM's
-JIT, code generation and GC seconds. Prints chain/baseline ratios and writes
-bench_chain_g<G>.json + .png into --out.
+beside it, also against the baseline's own first merge). Every dbt invocation records its SQL
+statements and the JVM's JIT, code generation and GC seconds. Prints chain/baseline ratios and
+writes bench_chain_g<G>.json + .png into --out.
 """
 from __future__ import annotations
 
@@ -363,8 +363,9 @@ def main() -> int:
                            json.dumps({"model": "ods_chain", "partition": {"dt": day}}), vars=vars_)
             compactions.append({"day": day, "repeat": True, **r})
         print("compactions of " + day + ": " + ", ".join(
-            f"{c['wall_s']:.2f} s (jit+codegen {compile_s(c):.1f} s)" + (" (again)" if c.get("repeat") else "")
-            for c in compactions if c["day"] == day), flush=True)
+            f"{c['wall_s']:.2f} s (jit+codegen {compile_s(c):.1f} s)"
+            + (" (again)" if c.get("repeat") else "") for c in compactions if c["day"] == day),
+            flush=True)
 
     daily_b = [r["wall_s"] for r in runs["baseline"][1:]]  # day 1 (full load) excluded
     daily_c = [r["wall_s"] for r in runs["chain"][1:]]
@@ -429,8 +430,9 @@ def print_table(res: Dict[str, Any]) -> None:
     again = [x["wall_s"] for x in res["compactions"] if x.get("repeat")]
     base = res["daily_runs"]["baseline"]
     if again:
-        rows.append((f"d. compaction, warm (median of {len(again)})", f"{res['daily_run_median_s']['baseline']:10.2f} s",
-                     f"{median(again):10.2f} s", r["compaction"], "compaction"))
+        rows.append((f"d. compaction, warm (median of {len(again)})",
+                     f"{res['daily_run_median_s']['baseline']:10.2f} s", f"{median(again):10.2f} s",
+                     r["compaction"], "compaction"))
     if first:
         rows.append(("   first compaction in the JVM (cold)", "", f"{median(first):10.2f} s",
                      r["compaction_cold"], None))
