@@ -462,7 +462,8 @@ def chart(res: Dict[str, Any], path: Path) -> None:
     ax1.scatter(range(len(keys)), [GOALS[k] for k in keys], marker="_", s=900, color="black",
                 label="goal", zorder=3)
     ax1.axhline(1.0, color="grey", lw=0.8, ls="--")
-    ax1.set_xticks(range(len(keys)), [k.replace("_", "\n") for k in keys])
+    ax1.set_xticks(range(len(keys)), ["compaction\n(warm)" if k == "compaction" else k.replace("_", "\n")
+                                      for k in keys])
     ax1.set_ylabel("chain / baseline")
     for i, v in enumerate(vals):
         ax1.text(i, v, f"{v:.2f}", ha="center", va="bottom")
@@ -473,9 +474,12 @@ def chart(res: Dict[str, Any], path: Path) -> None:
         xs = [r["day"][4:] for r in res["daily_runs"][which]]
         ax2.plot(xs, [r["wall_s"] for r in res["daily_runs"][which]], style, label=f"{which} run")
     comp = res["compactions"]
-    if comp:
-        ax2.plot([c["day"][4:] for c in comp], [c["wall_s"] for c in comp], "D", color="tab:red",
-                 label="compact_chain")
+    for repeat, color, label in ((False, "tab:red", "compact_chain (first: cold)"),
+                                 (True, "tab:green", "compact_chain again (warm)")):
+        cs = [c for c in comp if bool(c.get("repeat")) == repeat]
+        if cs:
+            ax2.plot([c["day"][4:] for c in cs], [c["wall_s"] for c in cs], "D", color=color,
+                     label=label, alpha=0.8)
     ax2.set_ylabel("dbt wall time (s)")
     ax2.set_xlabel("day (MMDD)")
     ax2.set_title("daily dbt invocations")
