@@ -39,6 +39,7 @@ from dbt.adapters.chaintable.options import P_VIEW_MAP  # noqa: E402
 
 SCHEMA, SRC = "bench", "bench_src"
 VALUE_COLS = ["name", "status", "amount", "qty", "note"]
+GROUP_PREFIX = "g"  # with --groups G > 1: grp = g0 .. g<G-1>
 GOALS = {  # issue 6: chain / baseline
     "storage": 0.20, "daily_run": 0.25, "read_uncompacted": 1.5, "read_compacted": 1.1,
     "compaction": 1.2,
@@ -72,7 +73,8 @@ def generate_source(spark, rows: int, days: List[str], rate: float, groups: int)
         df = df.withColumn("note", F.concat(F.lit("note "), F.sha2(F.col("id").cast("string"), 256).substr(1, 24)))
         df = df.withColumn("seq", F.lit(k) * F.lit(10 ** 10) + F.col("id"))
         if groups > 1:
-            df = df.withColumn("grp", F.concat(F.lit("g"), F.pmod(F.col("id"), F.lit(groups)).cast("string")))
+            df = df.withColumn("grp", F.concat(F.lit(GROUP_PREFIX),
+                                               F.pmod(F.col("id"), F.lit(groups)).cast("string")))
         return df
 
     parts = [values(spark.range(rows), 1).withColumn("op", F.lit("+I")).withColumn("dt", F.lit(days[0]))]
@@ -353,7 +355,7 @@ def main() -> int:
         day = compactions[-1]["day"]
         vars_ = {"dt": day, "prev_dt": days[days.index(day) - 1]}
         for _ in range(args.compaction_repeats):
-            for spec in ([{"grp": f"g{g}", "dt": day} for g in range(args.groups)]
+            for spec in ([{"grp": f"{GROUP_PREFIX}{g}", "dt": day} for g in range(args.groups)]
                          if args.groups > 1 else [{"dt": day}]):  # one partition per call
                 dbt.invoke("run-operation", "drop_chain_partition", "--args",
                            json.dumps({"model": "ods_chain", "partition": spec}), vars=vars_)
@@ -379,11 +381,15 @@ def main() -> int:
     }
     first = [c["wall_s"] for c in compactions if not c.get("repeat")]
     again = [c["wall_s"] for c in compactions if c.get("repeat")]
+    compaction_s = {"warm_median": median(again) if again else None, "warm_runs": len(again),
+                    "cold_median": median(first) if first else None,
+                    "baseline_first_merge": daily_b[0] if daily_b else None}
     if again:  # warm against warm: the goal's figure
-        figures["compaction"] = ratio(median(again), median(daily_b))
+        figures["compaction"] = ratio(compaction_s["warm_median"], median(daily_b))
     if first:  # cold: against the warm median, and against the baseline's own first merge
-        figures["compaction_cold"] = ratio(median(first), median(daily_b))
-        figures["compaction_cold_vs_first_merge"] = ratio(median(first), daily_b[0])
+        figures["compaction_cold"] = ratio(compaction_s["cold_median"], median(daily_b))
+        figures["compaction_cold_vs_first_merge"] = ratio(compaction_s["cold_median"],
+                                                          compaction_s["baseline_first_merge"])
     for label in reads:  # not goals: the goals are read through the view (ref('t'))
         figures[f"read_{label}_chain_read"] = ratio(reads[label]["chain_read"]["median_s"],
                                                     reads[label]["baseline"]["median_s"])
@@ -397,6 +403,7 @@ def main() -> int:
                                "note": "median over days 2..D (day 1 is the full load)"},
         "full_load_s": {"baseline": runs["baseline"][0]["wall_s"], "chain": runs["chain"][0]["wall_s"]},
         "compactions": compactions,
+        "compaction_s": compaction_s,
         "reads": reads,
         "view_planning": planning,
         "ratios": figures,
@@ -426,18 +433,17 @@ def print_table(res: Dict[str, Any]) -> None:
                          r[key], key))
             rows.append(("   the same through chain_read", "", f"{d['chain_read']['median_s']:10.2f} s",
                          r[key + "_chain_read"], None))
-    first = [x["wall_s"] for x in res["compactions"] if not x.get("repeat")]
-    again = [x["wall_s"] for x in res["compactions"] if x.get("repeat")]
-    base = res["daily_runs"]["baseline"]
-    if again:
-        rows.append((f"d. compaction, warm (median of {len(again)})",
-                     f"{res['daily_run_median_s']['baseline']:10.2f} s", f"{median(again):10.2f} s",
+    cs = res["compaction_s"]
+    if cs["warm_median"] is not None:
+        rows.append((f"d. compaction, warm (median of {cs['warm_runs']})",
+                     f"{res['daily_run_median_s']['baseline']:10.2f} s", f"{cs['warm_median']:10.2f} s",
                      r["compaction"], "compaction"))
-    if first:
-        rows.append(("   first compaction in the JVM (cold)", "", f"{median(first):10.2f} s",
+    if cs["cold_median"] is not None:
+        rows.append(("   first compaction in the JVM (cold)", "", f"{cs['cold_median']:10.2f} s",
                      r["compaction_cold"], None))
-        rows.append(("   cold vs the baseline's first merge (day 2)", f"{base[1]['wall_s']:10.2f} s",
-                     f"{median(first):10.2f} s", r["compaction_cold_vs_first_merge"], None))
+        rows.append(("   cold vs the baseline's first merge (day 2)",
+                     f"{cs['baseline_first_merge']:10.2f} s", f"{cs['cold_median']:10.2f} s",
+                     r["compaction_cold_vs_first_merge"], None))
     print()
     print(f"{'figure':44s} {'baseline':>12s} {'chain':>12s} {'chain/base':>10s}  goal")
     for name, bv, cv, x, key in rows:
