@@ -87,5 +87,9 @@ def test_long_history_reads_through_the_mapping_table(project):
     p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250103"}})
     assert set(p.rows("select region, id, v from {s}.t where dt = '20250103'")) == before
     assert "region=CN/dt=20250103" in p.partitions("t__snapshot")
+    # the compaction wrote a new mapping version into the existing table and dropped the old
+    remapped = p.partitions("t__chain_map")
+    view = p.spark.sql(f"SHOW CREATE TABLE {p.schema}.t").collect()[0][0]
+    assert len(remapped) == 1 and remapped != rebuilt and remapped[0].split("=", 1)[1] in view
     for d in DAYS:
         assert set(p.rows(f"select region, id, v from {{s}}.t where dt = '{d}'")) == replay(d), d

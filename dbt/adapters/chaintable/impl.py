@@ -605,11 +605,13 @@ class ChainTableAdapter(SparkAdapter):
         rows = renderer.map_rows(mapped)
         digest = hashlib.sha1("\n".join(rows).encode()).hexdigest()[:16] if mapped else ""
         recorded = (loaded.props.get(P_VIEW_MAP) or "").split()
+        held = self._map_versions(cmap) if mapped else None  # None: no mapping table yet
         reuse = (bool(mapped) and len(recorded) == 2 and recorded[1] == digest
-                 and recorded[0] in self._map_versions(cmap))
+                 and recorded[0] in (held or []))
         version = recorded[0] if reuse else (safety.new_run_id() if mapped else "")
         if mapped and not reuse:
-            self._run(renderer.map_create(str(cmap)))
+            if held is None:  # created once; a compaction's refresh then only inserts (-0.1 s)
+                self._run(renderer.map_create(str(cmap)))
             self._run(renderer.map_insert(str(cmap), version, mapped))
         sql = renderer.view(layout, (str(cmap), version))
         self._replace_view(loaded.tables.view, sql)
@@ -623,7 +625,7 @@ class ChainTableAdapter(SparkAdapter):
         if not mapped:
             self._run(f"DROP TABLE IF EXISTS {cmap}")
             return
-        old = [v for v in self._map_versions(cmap) if v != version]
+        old = [v for v in held or [] if v != version]  # listed before this version's insert
         if old:
             self._run(f"ALTER TABLE {cmap} DROP IF EXISTS "
                       + ", ".join(f"PARTITION ({MAP_VERSION} = '{_esc(v)}')" for v in old))
@@ -644,13 +646,14 @@ class ChainTableAdapter(SparkAdapter):
                 if i == len(modes) - 1:
                     raise
 
-    def _map_versions(self, cmap: BaseRelation) -> List[str]:
-        """The versions the mapping table holds (none when it does not exist: only a table
-        dropped by hand lacks the version the snapshot branch's record names)."""
+    def _map_versions(self, cmap: BaseRelation) -> Optional[List[str]]:
+        """The versions the mapping table holds, None when it does not exist (a first mapping,
+        or a table dropped by hand: then it lacks the version the snapshot branch's record
+        names, and the refresh writes a new one)."""
         try:
             rows = self._fetch(f"SHOW PARTITIONS {cmap}")
         except DbtRuntimeError:
-            return []
+            return None
         return [str(r[0]).split("=", 1)[1] for r in rows]
 
     # ---- locking and publishing (safety.py explains both) ------------------------------------
