@@ -261,6 +261,11 @@ def main() -> int:
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
     args = ap.parse_args()
+    try:  # the chart comes last: say so now, not after minutes of measuring
+        import matplotlib  # noqa: F401
+    except ImportError:
+        ap.exit(2, "bench_chain.py: the chart needs matplotlib: .venv/bin/pip install matplotlib "
+                   "(the `bench` extra of pyproject.toml)\n")
 
     out = Path(args.out).resolve()
     tag = f"chain_n{args.rows}_d{args.days}_g{args.groups}"
