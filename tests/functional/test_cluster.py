@@ -157,8 +157,7 @@ def test_thrift_gives_the_same_rows_as_session(project, thrift_server, tmp_path)
         assert "region=CN/dt=20250801" not in after_r
         assert [r for r in remote.sql(f"SHOW TABLES IN {remote.schema}") if "chain_" in r[1]] == []
         # compacting 0804 leaves 0803 a delta-only day behind the newest snapshot: the refresh
-        # lists the mapping table (absent: the listing fails over Thrift too), creates it and
-        # reads 0803 through it; every day reads as before
+        # creates the mapping table and reads 0803 through it; every day reads as before
         remote.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250804"}})
         assert "(result: true)" in remote.log_text()
         assert len(remote.partitions("t__chain_map")) == 1

@@ -605,12 +605,14 @@ class ChainTableAdapter(SparkAdapter):
         rows = renderer.map_rows(mapped)
         digest = hashlib.sha1("\n".join(rows).encode()).hexdigest()[:16] if mapped else ""
         recorded = (loaded.props.get(P_VIEW_MAP) or "").split()
-        held = self._map_versions(cmap) if mapped else None  # None: no mapping table yet
+        # the mapping table exists while a version is recorded (both are removed together):
+        # list it then, and create it only when none is recorded or it was dropped by hand
+        held = self._map_versions(cmap) if mapped and recorded else None
         reuse = (bool(mapped) and len(recorded) == 2 and recorded[1] == digest
                  and recorded[0] in (held or []))
         version = recorded[0] if reuse else (safety.new_run_id() if mapped else "")
         if mapped and not reuse:
-            if held is None:  # created once; a compaction's refresh then only inserts (-0.1 s)
+            if held is None:
                 self._run(renderer.map_create(str(cmap)))
             self._run(renderer.map_insert(str(cmap), version, mapped))
         sql = renderer.view(layout, (str(cmap), version))
@@ -625,7 +627,9 @@ class ChainTableAdapter(SparkAdapter):
         if not mapped:
             self._run(f"DROP TABLE IF EXISTS {cmap}")
             return
-        old = [v for v in held or [] if v != version]  # listed before this version's insert
+        # versions listed before this one's insert (none listed: the next refresh that writes
+        # a version drops whatever a crash between the record and the table's drop left)
+        old = [v for v in held or [] if v != version]
         if old:
             self._run(f"ALTER TABLE {cmap} DROP IF EXISTS "
                       + ", ".join(f"PARTITION ({MAP_VERSION} = '{_esc(v)}')" for v in old))
@@ -647,9 +651,9 @@ class ChainTableAdapter(SparkAdapter):
                     raise
 
     def _map_versions(self, cmap: BaseRelation) -> Optional[List[str]]:
-        """The versions the mapping table holds, None when it does not exist (a first mapping,
-        or a table dropped by hand: then it lacks the version the snapshot branch's record
-        names, and the refresh writes a new one)."""
+        """The versions the mapping table holds, None when it does not exist (dropped by hand:
+        then it lacks the version the snapshot branch's record names, and the refresh writes
+        a new one)."""
         try:
             rows = self._fetch(f"SHOW PARTITIONS {cmap}")
         except DbtRuntimeError:
