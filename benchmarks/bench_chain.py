@@ -33,7 +33,7 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (Dbt, dir_bytes, fresh_root, median, ratio, session_params,  # noqa: E402
-                    start_spark, table_columns, table_location)
+                    start_spark, table_columns, table_location, table_properties)
 
 from dbt.adapters.chaintable.options import P_VIEW_MAP  # noqa: E402
 
@@ -208,7 +208,7 @@ def view_planning(spark, day: str, groups: int, repeats: int = 5) -> Dict[str, A
     from dbt.adapters.chaintable.sqlgen import Renderer
 
     snap, delta = f"{SCHEMA}.ods_chain__snapshot", f"{SCHEMA}.ods_chain__delta"
-    props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {snap}").collect()}
+    props = table_properties(spark, snap)
     cols = table_columns(spark, snap)
     opts = ChainOptions.from_properties(snap, props)
     parts = {t: [parse_partition_path(r[0], opts.partition_by)
@@ -366,7 +366,7 @@ def main() -> int:
                          if args.groups > 1 else [{"dt": day}]):  # one partition per call
                 dbt.invoke("run-operation", "drop_chain_partition", "--args",
                            json.dumps({"model": "ods_chain", "partition": spec}), vars=vars_)
-            rec = dict(spark.sql(f"SHOW TBLPROPERTIES {SCHEMA}.ods_chain__snapshot").collect())
+            rec = table_properties(spark, f"{SCHEMA}.ods_chain__snapshot")
             if rec.get(P_VIEW_MAP):  # keep the version, spoil the digest: written again, as a
                 # later weekly compaction writes it (its table exists, its record names it)
                 spark.sql(f"ALTER TABLE {SCHEMA}.ods_chain__snapshot SET TBLPROPERTIES "

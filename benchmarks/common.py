@@ -178,6 +178,10 @@ def table_location(spark, table: str) -> str:
     raise RuntimeError(f"no location for {table}")
 
 
+def table_properties(spark, table: str) -> Dict[str, str]:
+    return {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+
+
 def table_columns(spark, table: str) -> List[Any]:
     """(name, type) of `table`'s columns, as the adapter's _describe reads them."""
     cols = []
