@@ -288,3 +288,33 @@ def test_bad_rows_refused_and_nothing_written(simple):
     p.dbt("run", vars={"dt": "20250806"}, expect_ok=False)
     assert "2 rows for key (id=7, dt='20250806')" in p.log_text()
     assert p.partitions("t__delta") == ["dt=20250802", "dt=20250803"]
+
+
+def test_empty_run_writes_no_partition(project):
+    """`dbt run --empty` (sources and refs give no rows) checks and creates the relations but
+    writes nothing: on an existing chain it must not replace the day's deltas with
+    chain_partition's empty "no changes" partitions (that would silently lose the day)."""
+    p = project
+    p.table("changes", "id int, v string, region string, dt string", [
+        (1, "a", "CN", "20250801"), (2, "b", "US", "20250801"),
+        (1, "a2", "CN", "20250802")])
+    p.file("models/sources.yml", f"""
+        version: 2
+        sources: [{{name: src, schema: {p.schema}, tables: [{{name: changes}}]}}]
+        """)
+    p.model("t", GROUPED.replace("{{ target.schema }}.changes", "{{ source('src', 'changes') }}"))
+    p.dbt("run", "--empty", vars={"dt": "20250801"})  # first run: empty relations, no partition
+    assert p.partitions("t__snapshot") == [] and p.partitions("t__delta") == []
+    assert p.rows("select count(*) from {s}.t") == [(0,)]
+    p.dbt("run", "--full-refresh", vars={"dt": "20250801"})
+    day(p, "20250802")
+    before = p.full_state(cols="id, v, region")
+    p.dbt("run", "--empty", vars={"dt": "20250802"})
+    log = p.log_text()
+    assert p.full_state(cols="id, v, region") == before
+    assert read(p, "dt = '20250802'", "id, v, region") == [(1, "a2", "CN"), (2, "b", "US")]
+    assert "0 partition(s) with rows, 0 empty partition(s) to the delta branch (--empty: no empty " \
+           "partitions)" in log
+    # a new day under --empty gets no partition either: the day stays unwritten, not "no changes"
+    p.dbt("run", "--empty", vars={"dt": "20250803"})
+    assert p.partitions("t__delta") == ["region=CN/dt=20250802", "region=US/dt=20250802"]

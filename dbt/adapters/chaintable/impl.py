@@ -132,6 +132,7 @@ class ChainRun:
     # until the publish, which only adds `written` to the target branch: _write and _finish reuse it)
     provider: str = "parquet"
     stage_dropped: bool = False
+    empty: bool = False  # dbt run --empty: refs and sources give no rows; no empty partitions
 
     @property
     def publishes(self) -> bool:
@@ -235,8 +236,12 @@ class ChainTableAdapter(SparkAdapter):
     # ---- the materialization -----------------------------------------------------------------
     @available
     def chain_prepare(self, relation: BaseRelation, model: str, config: Mapping[str, Any],
-                      full_refresh: bool, full_refresh_flag: bool) -> ChainRun:
-        """Validate the config and decide which branch this run writes (SPEC §1 Runs)."""
+                      full_refresh: bool, full_refresh_flag: bool, empty: bool = False) -> ChainRun:
+        """Validate the config and decide which branch this run writes (SPEC §1 Runs). `empty` is
+        dbt's --empty: the model's refs and sources give no rows, so the run checks and creates
+        the relations and writes only what the model still returns; it adds none of
+        chain_partition's empty "no changes" partitions (they would replace the day's real
+        deltas with nothing) and expires nothing."""
         config = dict(config)
         opts = ChainOptions.from_config(model, config)
         tables = self.chain_tables(relation)
@@ -268,7 +273,7 @@ class ChainTableAdapter(SparkAdapter):
         branch = "snapshot" if (not exists or full_refresh or forced == "snapshot") else "delta"
         logger.info(f"chain_incremental model '{model}': writing the {branch} branch"
                     + (" (full refresh)" if full_refresh and exists else ""))
-        return ChainRun(model, tables, opts, branch, full_refresh, exists, config)
+        return ChainRun(model, tables, opts, branch, full_refresh, exists, config, empty=bool(empty))
 
     @available
     def chain_is_incremental(self, relation: BaseRelation, config: Mapping[str, Any],
@@ -455,10 +460,11 @@ class ChainTableAdapter(SparkAdapter):
                     "gone, so the day cannot be rewritten (write it with chain_branch='snapshot' "
                     "as a full state instead); nothing was written")
         run.staged = staged
-        run.empties = self._empty_partitions(run, state, staged)
+        run.empties = [] if run.empty else self._empty_partitions(run, state, staged)
         run.written = sorted(set(staged) | set(run.empties))
         logger.info(f"'{run.model}': {len(staged)} partition(s) with rows, {len(run.empties)} empty "
-                    f"partition(s) to the {run.branch} branch")
+                    f"partition(s) to the {run.branch} branch"
+                    + (" (--empty: no empty partitions)" if run.empty else ""))
 
     def _write(self, run: ChainRun) -> None:
         tables, opts = run.tables, run.opts
@@ -573,7 +579,7 @@ class ChainTableAdapter(SparkAdapter):
             self._run(loaded.renderer().drop_partitions(str(tables.snapshot), invalidated))
         if not run.stage_dropped:
             self._drop_scratch(tables)
-        if run.opts.expiration_enabled:
+        if run.opts.expiration_enabled and not run.empty:
             self._auto_expire(tables.view)
 
     @staticmethod

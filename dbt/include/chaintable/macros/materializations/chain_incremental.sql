@@ -3,7 +3,7 @@
      becomes a view that reads the chain (full state of every partition). Python plans, checks,
      publishes and cleans up under the table's lock (adapter.chain_*); this macro only calls it. --#}
 {% materialization chain_incremental, adapter='chaintable', supported_languages=['sql'] %}
-  {%- set run = adapter.chain_prepare(this, model.name, model.config, should_full_refresh(), flags.FULL_REFRESH) -%}
+  {%- set run = adapter.chain_prepare(this, model.name, model.config, should_full_refresh(), flags.FULL_REFRESH, flags.EMPTY) -%}
 
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
 
