@@ -18,7 +18,7 @@ At each level: one daily `dbt run` of the next day (wall time; the catalog state
 and CREATE OR REPLACE VIEW it issues, from dbt's SQL events), the adapter's pure planner on the
 listed partitions, and the optimizer on `select * from hist where region=.. and dt=..` for a
 compacted day and for the latest (delta-only) day. Prints a table with growth factors and writes
-bench_planning.json into --out.
+bench_planning.json and bench_planning.png (seconds against partitions, log-log) into --out.
 """
 from __future__ import annotations
 
@@ -241,7 +241,20 @@ def main() -> int:
     ap.add_argument("--scenarios", default="compacted,weekly")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
     ap.add_argument("--json-out", help=argparse.SUPPRESS)  # one scenario, run as a subprocess
+    ap.add_argument("--chart-only", metavar="JSON",
+                    help="draw the chart of an earlier run's bench_planning.json and exit")
     args = ap.parse_args()
+    if args.chart_only:
+        src = Path(args.chart_only)
+        chart(json.loads(src.read_text()), src.with_suffix(".png"))
+        print(f"wrote {src.with_suffix('.png')}")
+        return 0
+    if not args.json_out:
+        try:  # the chart comes last: say so now, not after minutes of measuring
+            import matplotlib  # noqa: F401
+        except ImportError:
+            ap.exit(2, "bench_planning.py: the chart needs matplotlib: .venv/bin/pip install "
+                       "matplotlib (the `bench` extra of pyproject.toml)\n")
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     levels = [int(x) for x in args.levels.split(",")]
@@ -266,8 +279,46 @@ def main() -> int:
     report["total_s"] = time.perf_counter() - t0
     path = out / "bench_planning.json"
     path.write_text(json.dumps(report, indent=2, default=str))
-    print(f"\nwrote {path} ({report['total_s']:.0f} s in all)")
+    chart(report, path.with_suffix(".png"))
+    print(f"\nwrote {path} and {path.with_suffix('.png').name} ({report['total_s']:.0f} s in all)")
     return 0
+
+
+CHARTED = [  # (label, figure, style): the figures the issue names, per scenario
+    ("daily dbt run", lambda r: r["dbt_run_wall_s"], "o-"),
+    ("view refresh in the run", lambda r: r["run_view_refresh_s"], "s-"),
+    ("planner (pure Python)", lambda r: r["pure_planner_s"], "^-"),
+    ("one-partition query, compacted day", lambda r: r["query_compacted"]["optimized_s"], "D-"),
+    ("one-partition query, latest day", lambda r: r["query_latest"]["optimized_s"], "v-"),
+]
+
+
+def chart(report: Dict[str, Any], path: Path) -> None:
+    """One panel per scenario: seconds against partitions (log-log): a flat line is no growth."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n, sc in report["scenarios"].items()
+             if any("failed" not in r for r in sc["levels"])]
+    if not names:
+        return
+    fig, axes = plt.subplots(1, len(names), figsize=(6.5 * len(names), 4.8), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        rows = [r for r in report["scenarios"][name]["levels"] if "failed" not in r]
+        xs = [r["partitions"] for r in rows]
+        for label, f, style in CHARTED:
+            ax.plot(xs, [f(r) for r in rows], style, label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")  # growth reads as slope, small figures stay visible
+        ax.set_xticks(xs, [f"{x:,}" for x in xs])
+        ax.minorticks_off()
+        ax.set_xlabel("partitions (snapshot + delta)")
+        ax.set_ylabel("seconds")
+        ax.set_title(f"{name} history, {report['params']['groups']} groups")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
