@@ -357,3 +357,30 @@ def test_empty_run_writes_no_partition(project):
     # a new day under --empty gets no partition either: the day stays unwritten, not "no changes"
     p.dbt("run", "--empty", vars={"dt": "20250803"})
     assert p.partitions("t__delta") == ["region=CN/dt=20250802", "region=US/dt=20250802"]
+
+
+def test_enforced_contract_is_checked_before_writing(simple):
+    """A model contract (`contract: {enforced: true}`, often set project-wide) holds for chain
+    models too: dbt's own column/type check runs before the run writes anything."""
+    p = simple
+    p.model("t", SIMPLE.replace("primary_key=['id', 'dt']",
+                                "primary_key=['id', 'dt'], contract={'enforced': true}"))
+    contract = """
+        version: 2
+        models:
+          - name: t
+            columns:
+              - {{name: id, data_type: int}}
+              - {{name: v, data_type: {v}}}
+              - {{name: dt, data_type: string}}
+        """
+    p.file("models/schema.yml", contract.format(v="string"))
+    day(p, "20250804")
+    assert p.partitions("t__delta") == ["dt=20250802", "dt=20250803", "dt=20250804"]
+    p.file("models/schema.yml", contract.format(v="int"))
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (2, 'b5', '20250805')")
+    p.dbt("run", vars={"dt": "20250805"}, expect_ok=False)
+    log = p.log_text()
+    assert "enforced contract" in log and "data type mismatch" in log, log[-3000:]
+    assert p.partitions("t__delta") == ["dt=20250802", "dt=20250803", "dt=20250804"]
+    assert read(p, "dt = '20250804'") == [(1, "a3"), (2, "b2"), (3, "c4"), (4, "d")]

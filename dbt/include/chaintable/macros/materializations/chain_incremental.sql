@@ -7,6 +7,11 @@
 
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
 
+  {#-- an enforced contract: dbt's own check of the query's columns and types, before any write --#}
+  {%- if config.get('contract').enforced -%}
+    {%- do assert_columns_equivalent(compiled_code) -%}
+  {%- endif -%}
+
   {%- set message = adapter.chain_execute(run, compiled_code) -%}
   {%- call noop_statement('main', message) -%}{{ compiled_code }}{%- endcall -%}
 
