@@ -384,3 +384,52 @@ def test_enforced_contract_is_checked_before_writing(simple):
     assert "enforced contract" in log and "data type mismatch" in log, log[-3000:]
     assert p.partitions("t__delta") == ["dt=20250802", "dt=20250803", "dt=20250804"]
     assert read(p, "dt = '20250804'") == [(1, "a3"), (2, "b2"), (3, "c4"), (4, "d")]
+
+
+TYPED = """
+{{ config(materialized='chain_incremental', partition_by=['dt', 'hour'],
+          primary_key=['id', 'dt', 'hour']) }}
+select id, v, dt, hour from {{ target.schema }}.changes
+where dt = date'{{ var("dt") }}' and hour = {{ var("hour") }}
+"""
+
+
+def test_date_and_int_chain_keys(project):
+    """Chain keys typed date and int (not zero-padded strings): the chain orders hour 9 < 10 <
+    11 by value, and every statement naming one partition (compaction's static write, the
+    snapshot a rewritten delta invalidates, drop_chain_partition) takes the typed values."""
+    p = project
+    p.spark.sql(f"CREATE TABLE {p.schema}.changes (id int, v string, dt date, hour int) USING parquet")
+    p.spark.sql(f"""INSERT INTO {p.schema}.changes VALUES
+        (1, 'a', date'2025-08-01', 9), (2, 'b', date'2025-08-01', 9),
+        (1, 'a10', date'2025-08-01', 10), (3, 'c', date'2025-08-01', 11),
+        (2, 'b2', date'2025-08-02', 0)""")
+    p.model("t", TYPED)
+    hours = (("2025-08-01", 9), ("2025-08-01", 10), ("2025-08-01", 11), ("2025-08-02", 0))
+    for d, h in hours:
+        p.dbt("run", vars={"dt": d, "hour": h})
+
+    def at(d, h):
+        return p.rows(f"select id, v from {{s}}.t where dt = date'{d}' and hour = {h}")
+
+    assert p.partitions("t__snapshot") == ["dt=2025-08-01/hour=9"]
+    assert [at(d, h) for d, h in hours] == [
+        [(1, "a"), (2, "b")], [(1, "a10"), (2, "b")], [(1, "a10"), (2, "b"), (3, "c")],
+        [(1, "a10"), (2, "b2"), (3, "c")]]
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "2025-08-01", "hour": "10"}})
+    p.run_op("compact_chain", {"model": "t", "partition": 'dt="2025-08-01",hour="11"'})
+    assert p.partitions("t__snapshot") == [
+        "dt=2025-08-01/hour=10", "dt=2025-08-01/hour=11", "dt=2025-08-01/hour=9"]
+    assert at("2025-08-01", 11) == [(1, "a10"), (2, "b"), (3, "c")]
+    assert at("2025-08-02", 0) == [(1, "a10"), (2, "b2"), (3, "c")]
+    # rewriting delta hour 10 drops snapshot hour 10 and leaves hour 11 stale
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (4, 'd', date'2025-08-01', 10)")
+    p.dbt("run", vars={"dt": "2025-08-01", "hour": 10})
+    assert p.partitions("t__snapshot") == ["dt=2025-08-01/hour=11", "dt=2025-08-01/hour=9"]
+    assert at("2025-08-01", 10) == [(1, "a10"), (2, "b"), (4, "d")]
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "2025-08-01", "hour": "11"},
+                               "overwrite": True})
+    assert at("2025-08-02", 0) == [(1, "a10"), (2, "b2"), (3, "c"), (4, "d")]
+    p.run_op("drop_chain_partition", {"model": "t", "partition": {"dt": "2025-08-01", "hour": "11"}})
+    assert p.partitions("t__snapshot") == ["dt=2025-08-01/hour=9"]
+    assert at("2025-08-02", 0) == [(1, "a10"), (2, "b2"), (3, "c"), (4, "d")]

@@ -16,14 +16,16 @@ def test_dynamic_overwrite_selects_every_column_partition_columns_last():
         "SELECT `id`, `v`, `region`, `dt` FROM (SELECT 1) __src")
 
 
-def test_one_known_partition_is_written_with_a_static_typed_spec():
+def test_one_known_partition_is_written_with_a_static_spec_of_string_constants():
+    # Spark takes only constants in a PARTITION spec (CAST(...) is a syntax error there) and
+    # converts a string to the column's type: the date column gets '2025-01-08'
     assert R.insert_overwrite("s.p", "SELECT 1", only=("eu", "2025-01-08")) == (
-        "INSERT OVERWRITE TABLE s.p PARTITION (`region` = 'eu', `dt` = CAST('2025-01-08' AS date))\n"
+        "INSERT OVERWRITE TABLE s.p PARTITION (`region` = 'eu', `dt` = '2025-01-08')\n"
         "SELECT `id`, `v` FROM (SELECT 1) __src")
 
 
 def test_empty_partition_and_drop_use_the_same_spec():
-    spec = "`region` = 'e''u', `dt` = CAST('2025-01-08' AS date)".replace("''", "\\'")
+    spec = "`region` = 'e''u', `dt` = '2025-01-08'".replace("''", "\\'")
     assert f"PARTITION ({spec}) SELECT CAST(NULL AS int) AS `id`" in \
         R.empty_partition("s.p", ("e'u", "2025-01-08"))
     assert R.drop_partitions("s.p", [("e'u", "2025-01-08")]) == \

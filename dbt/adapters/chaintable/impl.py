@@ -32,7 +32,7 @@ from dbt.adapters.chaintable.planner import (
     parse_partition_spec,
 )
 from dbt.adapters.chaintable.sqlgen import (
-    MAP_VERSION, Renderer, create_table_sql, tblproperties_sql,
+    MAP_VERSION, Renderer, create_table_sql, spec_sql, tblproperties_sql,
 )
 from dbt.adapters.chaintable import status as status_mod
 
@@ -774,11 +774,8 @@ class ChainTableAdapter(SparkAdapter):
             raise ChainPlanError(f"{rel}: no location in DESCRIBE FORMATTED")
         return info["Location"]
 
-    def _spec_sql(self, columns: Sequence[str], values: Values) -> str:
-        return ", ".join(f"{q(c)} = '{_esc(v)}'" for c, v in zip(columns, values))
-
     def _partition_location(self, rel: Any, columns: Sequence[str], values: Values) -> str:
-        info = self._formatted(rel, f" PARTITION ({self._spec_sql(columns, values)})")
+        info = self._formatted(rel, f" PARTITION ({spec_sql(columns, values)})")
         if "Location" not in info:
             raise ChainPlanError(f"{rel}: no location for partition {format_partition(columns, values)}")
         return info["Location"]
@@ -824,11 +821,11 @@ class ChainTableAdapter(SparkAdapter):
             new_dir = self._partition_location(source, partition_by, part)
             if part in existing:
                 old_dirs.append(replaced[format_partition(partition_by, part)])
-                self._run(f"ALTER TABLE {target} PARTITION ({self._spec_sql(partition_by, part)}) "
+                self._run(f"ALTER TABLE {target} PARTITION ({spec_sql(partition_by, part)}) "
                           f"SET LOCATION '{_esc(new_dir)}'")
                 safety.failpoint("publish.first")
             else:
-                new_parts.append(f"PARTITION ({self._spec_sql(partition_by, part)}) "
+                new_parts.append(f"PARTITION ({spec_sql(partition_by, part)}) "
                                  f"LOCATION '{_esc(new_dir)}'")
         if new_parts:
             self._run(f"ALTER TABLE {target} ADD " + " ".join(new_parts))

@@ -38,6 +38,13 @@ def literal(value: str, spark_type: str = "string") -> str:
     return f"CAST({text} AS {spark_type})"
 
 
+def spec_sql(columns: Sequence[str], values: Sequence[str]) -> str:
+    """The body of a static `PARTITION (...)` clause. Spark takes only constants there and
+    converts a string to the partition column's type, so every value is a quoted string (a
+    `CAST(...)`, right in a predicate, is a syntax error in a spec)."""
+    return ", ".join(f"{q(c)} = {literal(v)}" for c, v in zip(columns, values))
+
+
 class Renderer:
     """SQL for one chain table: its columns (table order), partition column types and branches."""
 
@@ -65,8 +72,8 @@ class Renderer:
                                   for c, v in zip(columns, values)) + ")"
 
     def spec(self, values: Values) -> str:
-        """A static partition spec: every partition column = its typed literal."""
-        return ", ".join(f"{q(c)} = {self.lit(c, v)}" for c, v in zip(self.opts.partition_by, values))
+        """A static partition spec of this table (spec_sql)."""
+        return spec_sql(self.opts.partition_by, values)
 
     def partitions_predicate(self, parts: Iterable[Values]) -> str:
         """Exactly `parts`. With at most one group key and one chain key the partitions are
