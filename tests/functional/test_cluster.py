@@ -181,6 +181,29 @@ def test_thrift_refuses_bad_rows_and_keeps_the_chain(thrift_server, tmp_path):
         assert "2 rows for key (id=9, region='CN', dt='20250802', seq=1)" in p.log_text()
         assert p.partitions("t__delta") == []
         assert p.rows("select count(*) from {s}.t where dt = '20250801'") == [(3,)]
+        # an enforced contract is checked over the server too: refused, then met
+        contract = textwrap.dedent("""
+            version: 2
+            models:
+              - name: t
+                config: {{contract: {{enforced: true}}}}
+                columns:
+                  - {{name: id, data_type: int}}
+                  - {{name: amount, data_type: '{amount}'}}
+                  - {{name: note, data_type: string}}
+                  - {{name: op, data_type: string}}
+                  - {{name: seq, data_type: int}}
+                  - {{name: region, data_type: string}}
+                  - {{name: dt, data_type: string}}
+            """)
+        p.file("models/schema.yml", contract.format(amount="int"))
+        p.dbt("run", vars={"dt": "20250803"}, expect_ok=False)
+        assert "enforced contract" in p.log_text() and "| amount " in p.log_text()
+        assert p.partitions("t__delta") == []
+        p.file("models/schema.yml", contract.format(amount="decimal(10,2)"))
+        p.dbt("run", vars={"dt": "20250803"})
+        assert p.partitions("t__delta") == [
+            "region=CN/dt=20250803", "region=EU/dt=20250803", "region=US/dt=20250803"]
     finally:
         p.sql(f"DROP DATABASE IF EXISTS {p.schema} CASCADE")
         p.conn.close()
