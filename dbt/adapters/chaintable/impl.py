@@ -638,7 +638,7 @@ class ChainTableAdapter(SparkAdapter):
         old = [v for v in held or [] if v != version]
         if old:
             self._run(f"ALTER TABLE {cmap} DROP IF EXISTS "
-                      + ", ".join(f"PARTITION ({MAP_VERSION} = '{_esc(v)}')" for v in old))
+                      + ", ".join(f"PARTITION ({spec_sql([MAP_VERSION], [v])})" for v in old))
 
     def _replace_view(self, view: BaseRelation, sql: str) -> None:
         """CREATE OR REPLACE VIEW ... WITH SCHEMA EVOLUTION (Spark 4): the view takes its
@@ -851,13 +851,14 @@ class ChainTableAdapter(SparkAdapter):
                   "PARTITIONED BY (d)")
         pending = [str(r[0]).split("=", 1)[1] for r in self._fetch(f"SHOW PARTITIONS {gc}")]
         stamp = safety.new_run_id()
-        adds = [f"PARTITION (d = '{stamp}-{i}') LOCATION '{_esc(d)}'" for i, d in enumerate(dirs)]
+        adds = [f"PARTITION ({spec_sql(['d'], [f'{stamp}-{i}'])}) LOCATION '{_esc(d)}'"
+                for i, d in enumerate(dirs)]
         if adds:
             self._run(f"ALTER TABLE {gc} ADD " + " ".join(adds))
         names = pending + [f"{stamp}-{i}" for i in range(len(dirs))]
         if names:
             self._run(f"ALTER TABLE {gc} DROP IF EXISTS "
-                      + ", ".join(f"PARTITION (d = '{_esc(n)}')" for n in names))
+                      + ", ".join(f"PARTITION ({spec_sql(['d'], [n])})" for n in names))
         self._run(f"DROP TABLE IF EXISTS {gc}")
 
     def _drop_scratch(self, tables: ChainTables) -> None:

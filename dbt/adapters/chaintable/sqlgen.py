@@ -184,7 +184,7 @@ class Renderer:
 
     def map_insert(self, table: str, version: str, plans: Sequence[ReadPlan]) -> str:
         """One version of the mapping: the planner's anchor and deltas of each read in `plans`."""
-        return (f"INSERT INTO {table} PARTITION ({q(MAP_VERSION)} = {literal(version)}) VALUES "
+        return (f"INSERT INTO {table} PARTITION ({spec_sql([MAP_VERSION], [version])}) VALUES "
                 + ", ".join(self.map_rows(plans)))
 
     def map_rows(self, plans: Sequence[ReadPlan]) -> List[str]:
