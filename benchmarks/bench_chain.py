@@ -33,7 +33,8 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (Dbt, dir_bytes, fresh_root, median, ratio, session_params,  # noqa: E402
-                    start_spark, table_columns, table_location, table_properties)
+                    require_matplotlib, start_spark, table_columns, table_location,
+                    table_properties)
 
 from dbt.adapters.chaintable.options import P_VIEW_MAP  # noqa: E402
 
@@ -261,11 +262,7 @@ def main() -> int:
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
     args = ap.parse_args()
-    try:  # the chart comes last: say so now, not after minutes of measuring
-        import matplotlib  # noqa: F401
-    except ImportError:
-        ap.exit(2, "bench_chain.py: the chart needs matplotlib: .venv/bin/pip install matplotlib "
-                   "(the `bench` extra of pyproject.toml)\n")
+    require_matplotlib(ap)
 
     out = Path(args.out).resolve()
     tag = f"chain_n{args.rows}_d{args.days}_g{args.groups}"

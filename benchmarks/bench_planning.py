@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Dbt, fresh_root, median, session_params, start_spark, table_columns  # noqa: E402
+from common import (Dbt, fresh_root, median, require_matplotlib, session_params,  # noqa: E402
+                    start_spark, table_columns)
 
 SCHEMA = "plan"
 CATALOG_KINDS = ("SHOW PARTITIONS", "SHOW TBLPROPERTIES", "SHOW TABLES", "SHOW TABLE EXTENDED",
@@ -249,12 +250,8 @@ def main() -> int:
         chart(json.loads(src.read_text()), src.with_suffix(".png"))
         print(f"wrote {src.with_suffix('.png')}")
         return 0
-    if not args.json_out:
-        try:  # the chart comes last: say so now, not after minutes of measuring
-            import matplotlib  # noqa: F401
-        except ImportError:
-            ap.exit(2, "bench_planning.py: the chart needs matplotlib: .venv/bin/pip install "
-                       "matplotlib (the `bench` extra of pyproject.toml)\n")
+    if not args.json_out:  # the parent draws the chart
+        require_matplotlib(ap)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     levels = [int(x) for x in args.levels.split(",")]
@@ -299,13 +296,13 @@ def chart(report: Dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [n for n, sc in report["scenarios"].items()
-             if any("failed" not in r for r in sc["levels"])]
-    if not names:
+    measured = {n: [r for r in sc["levels"] if "failed" not in r]
+                for n, sc in report["scenarios"].items()}
+    measured = {n: rows for n, rows in measured.items() if rows}
+    if not measured:
         return
-    fig, axes = plt.subplots(1, len(names), figsize=(6.5 * len(names), 4.8), squeeze=False)
-    for ax, name in zip(axes[0], names):
-        rows = [r for r in report["scenarios"][name]["levels"] if "failed" not in r]
+    fig, axes = plt.subplots(1, len(measured), figsize=(6.5 * len(measured), 4.8), squeeze=False)
+    for ax, (name, rows) in zip(axes[0], measured.items()):
         xs = [r["partitions"] for r in rows]
         for label, f, style in CHARTED:
             ax.plot(xs, [f(r) for r in rows], style, label=label)

@@ -6,6 +6,7 @@ SparkSession started here: the dbt runs and the timed reads share one JVM and on
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -190,6 +191,15 @@ def table_columns(spark, table: str) -> List[Any]:
             break
         cols.append((r[0], r[1]))
     return cols
+
+
+def require_matplotlib(ap: argparse.ArgumentParser) -> None:
+    """The chart comes last: say at start-up, not after minutes of measuring, that it cannot."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        ap.exit(2, f"{ap.prog}: the chart needs matplotlib: .venv/bin/pip install matplotlib "
+                   "(the `bench` extra of pyproject.toml)\n")
 
 
 def median(xs: Sequence[float]) -> float:
