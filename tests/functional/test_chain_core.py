@@ -320,7 +320,7 @@ def test_several_chain_models_in_one_parallel_run(project):
         (1, "a2", "CN"), (2, "b3", "US"), (3, "c", "EU")]
     assert p.rows("select * from {s}.joined") == [
         (1, "a2", "a2", "CN"), (2, "b3", "b3", "US"), (3, "c", "c", "EU")]
-    # both compacted in one invocation's worth of work, then one more parallel day on top
+    # compact both chains, then one more parallel day anchored on the new snapshots
     p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}})
     p.run_op("compact_chain", {"model": "g", "partition": {"dt": "20250803"}})
     p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (3, 'c4', 'EU', '20250804')")
