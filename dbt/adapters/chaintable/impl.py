@@ -270,7 +270,10 @@ class ChainTableAdapter(SparkAdapter):
                     f"chain_incremental model '{model}': {relation} exists as a {view_rel.type}, "
                     "not a chain view; run with --full-refresh to replace it")
             self.drop_relation(view_rel)
-        branch = "snapshot" if (not exists or full_refresh or forced == "snapshot") else "delta"
+        # chain_branch forces the branch, on a first run too: deltas may come before any snapshot
+        # (SPEC §2 rule 3 reads a group without one), as in Paimon, where a delta branch is
+        # written whether or not the snapshot branch holds anything yet
+        branch = forced or ("snapshot" if (not exists or full_refresh) else "delta")
         logger.info(f"chain_incremental model '{model}': writing the {branch} branch"
                     + (" (full refresh)" if full_refresh and exists else ""))
         return ChainRun(model, tables, opts, branch, full_refresh, exists, config, empty=bool(empty))

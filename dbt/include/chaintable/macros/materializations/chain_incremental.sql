@@ -1,7 +1,8 @@
-{#-- chain_incremental: the first run (or --full-refresh, or chain_branch='snapshot') writes the
-     snapshot branch, later runs write the day's changes to the delta branch. The relation `this`
-     becomes a view that reads the chain (full state of every partition). Python plans, checks,
-     publishes and cleans up under the table's lock (adapter.chain_*); this macro only calls it. --#}
+{#-- chain_incremental: the first run (or --full-refresh) writes the snapshot branch, later runs
+     write the day's changes to the delta branch; chain_branch forces either, on any run. The
+     relation `this` becomes a view that reads the chain (full state of every partition). Python
+     plans, checks, publishes and cleans up under the table's lock (adapter.chain_*); this macro
+     only calls it. --#}
 {% materialization chain_incremental, adapter='chaintable', supported_languages=['sql'] %}
   {%- set run = adapter.chain_prepare(this, model.name, model.config, should_full_refresh(), flags.FULL_REFRESH, flags.EMPTY) -%}
 
