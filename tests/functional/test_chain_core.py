@@ -189,11 +189,12 @@ def test_group_partitions_and_empty_days(project):
     assert [x for x in p.partitions("t__snapshot") if "20250803" in x] == [
         "region=CN/dt=20250803", "region=EU/dt=20250803", "region=US/dt=20250803"]
     assert read(p, "dt = '20250804'", full) == [(1, "a2", "CN"), (2, "b3", "US"), (3, "c", "EU")]
-    # One group only, with overwrite.
+    # One group only.
     p.run_op("compact_chain", {"model": "t", "partition": {"region": "US", "dt": "20250804"}})
     assert [x for x in p.partitions("t__snapshot") if "20250804" in x] == ["region=US/dt=20250804"]
-    assert p.rows("select * from " + "{s}.t where dt='20250804'") == p.rows(
-        "select * from " + "{s}.t where dt='20250804'")
+    assert p.rows("select id, v from {s}.t__snapshot where region = 'US' and dt = '20250804'") == [
+        (2, "b3")]
+    assert read(p, "dt = '20250804'", full) == [(1, "a2", "CN"), (2, "b3", "US"), (3, "c", "EU")]
     p.run_op("chain_status", {"model": "t"})
     assert "region=CN" in p.log_text() and "chain length" in p.log_text()
 
