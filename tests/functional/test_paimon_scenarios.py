@@ -1,13 +1,13 @@
-"""Paimon's own chain table scenarios (SparkChainTableITCase), written through dbt.
+"""Paimon's own chain table scenarios (SparkChainTableITCase, CompactChainTableProcedureITCase),
+written through dbt.
 
 Paimon writes each branch with `INSERT OVERWRITE ... PARTITION`; here a write is a run of a
-chain_incremental model forced to its branch with `chain_branch`, the delta branch first (before
-any snapshot exists), then the snapshot branch, as Paimon does: one run per partition in the
-one-group scenario, one run per branch (all its partitions) in the others. Paimon's "main
-branch" (which shadows both branches for a partition it holds) has no counterpart in chaintable,
-so its reads are left out; a partition Paimon reads from main reads from the snapshot branch
-here. Rows and expected results are Paimon's, exact, except where a comment says why."""
-import pytest
+chain_incremental model forced to its branch with `chain_branch`, writing all of that branch's
+partitions of the scenario: the delta branch first (before any snapshot exists), then the
+snapshot branch, as Paimon does. Paimon's "main branch" (which shadows both branches for a
+partition it holds) has no counterpart in chaintable, so its reads are left out; a partition
+Paimon reads from main reads from the snapshot branch here. Rows and expected results are
+Paimon's, exact, except where a comment says why."""
 
 MODEL = """
 {{{{ config(materialized='chain_incremental', partition_by={part}, {extra}
@@ -51,7 +51,7 @@ def by_branch(writes):
 def daily(p):
     model = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
                          cols="t1, t2, t3, dt")
-    write_all(p, model, DAILY, "w int, t1 bigint, t2 bigint, t3 string, dt string",
+    write_all(p, model, by_branch(DAILY), "w int, t1 bigint, t2 bigint, t3 string, dt string",
               lambda r, dt: r + (dt,))
 
 
@@ -228,3 +228,142 @@ def test_paimon_first_write_to_delta_with_a_date_column(project):
     p.run_op("compact_chain", {"model": "t", "partition": {"date": "20260224"}})
     assert p.partitions("t__snapshot") == ["date=20260224"]
     assert p.rows("SELECT * FROM {s}.t") == [("1", "1", "1", "20260224")]
+
+
+# ---- compaction: Paimon's CompactChainTableProcedureITCase ------------------------------------
+def compacted(p, partition, overwrite=False):
+    args = {"model": "t", "partition": partition}
+    if overwrite:
+        args["overwrite"] = True
+    p.run_op("compact_chain", args)
+    return "(result: true)" in p.log_text()
+
+
+def test_paimon_compact_basic(project):
+    """testCompactChainTableBasic: the compacted day equals its merged read; the anchor's own
+    snapshot is unchanged."""
+    p = project
+    writes = by_branch([
+        ("snapshot", "20260222", [(0, 1, "0")]),
+        ("snapshot", "20260223", [(1, 1, "1")]),
+        ("delta", "20260224", [(2, 2, "2")]),
+    ])[::-1]  # the snapshot run first: the basic scenario writes both snapshots before the delta
+    model = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
+                         cols="t1, t2, t3, dt")
+    write_all(p, model, writes, "w int, t1 bigint, t2 bigint, t3 string, dt string",
+              lambda r, dt: r + (dt,))
+    assert not compacted(p, {"dt": "20260221"})  # no snapshot and no delta at or before it
+    assert "no data to compact" in p.log_text()
+    assert p.partitions("t__snapshot") == ["dt=20260222", "dt=20260223"]
+    assert q(p, "SELECT * FROM T WHERE dt = '20260224'") == [(1, 1, "1", "20260224"), (2, 2, "2", "20260224")]
+    assert compacted(p, "dt=20260224")
+    assert q(p, "SELECT * FROM T WHERE dt = '20260224'") == [(1, 1, "1", "20260224"), (2, 2, "2", "20260224")]
+    assert p.rows("SELECT * FROM {s}.t__snapshot WHERE dt = '20260223'") == [(1, 1, "1", "20260223")]
+    assert p.rows("SELECT * FROM {s}.t__snapshot WHERE dt = '20260224'") == [
+        (1, 1, "1", "20260224"), (2, 2, "2", "20260224")]
+
+
+def test_paimon_compact_overwrite_recomputes_from_the_earlier_anchor(project):
+    """testCompactChainTableOverwrite: snapshot 20260225 exists, so a compaction without
+    overwrite writes nothing; with overwrite the day is rebuilt from snapshot 20260224 and the
+    delta, and the newer snapshot row (3, 2, '3-1') is replaced by the anchor's (3, 1, '3').
+    (Paimon's main-branch row, never read in that test, is left out.)"""
+    p = project
+    writes = by_branch([
+        ("delta", "20260225", [(4, 2, "4")]),
+        ("snapshot", "20260223", [(2, 1, "2")]),
+        ("snapshot", "20260224", [(3, 1, "3")]),
+        ("snapshot", "20260225", [(3, 2, "3-1")]),
+    ])
+    model = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
+                         cols="t1, t2, t3, dt")
+    write_all(p, model, writes, "w int, t1 bigint, t2 bigint, t3 string, dt string",
+              lambda r, dt: r + (dt,))
+    assert not compacted(p, "dt=20260225")
+    assert q(p, "SELECT * FROM T WHERE dt = '20260225'") == [(3, 2, "3-1", "20260225")]
+    assert compacted(p, "dt=20260225", overwrite=True)
+    assert p.rows("SELECT * FROM {s}.t__snapshot WHERE dt = '20260225'") == [
+        (3, 1, "3", "20260225"), (4, 2, "4", "20260225")]
+    assert p.rows("SELECT * FROM {s}.t__snapshot WHERE dt <> '20260225'") == [
+        (2, 1, "2", "20260223"), (3, 1, "3", "20260224")]
+
+
+def test_paimon_compact_hourly(project):
+    """testCompactChainTableMultiplePartitions: dt + hr chain keys, Paimon's partition strings
+    (with spaces), skip without overwrite, rebuild with it. Each batch writes its deltas before
+    its snapshots: a run that writes delta P after snapshot P exists invalidates snapshot P."""
+    p = project
+    batch1 = [
+        ("delta", ("20250810", "21"), [(1, 1, "1"), (2, 1, "1")]),
+        ("delta", ("20250810", "22"), [(1, 2, "1-1"), (3, 1, "1")]),
+        ("delta", ("20250810", "23"), [(2, 2, "1-1"), (4, 1, "1")]),
+        ("snapshot", ("20250810", "20"), [(0, 1, "0")]),
+        ("snapshot", ("20250810", "22"), [(1, 1, "1"), (2, 1, "1")]),
+    ]
+    batch2 = [
+        ("delta", ("20250811", "00"), [(3, 2, "1-1"), (4, 2, "1-1")]),
+        ("delta", ("20250811", "01"), [(5, 1, "1"), (6, 1, "1")]),
+        ("delta", ("20250811", "02"), [(5, 2, "1-1"), (6, 2, "1-1")]),
+        ("snapshot", ("20250811", "00"), [(1, 2, "1-1"), (2, 2, "1-1"), (3, 2, "1-1"), (4, 2, "1-1")]),
+        ("snapshot", ("20250811", "02"), [(1, 2, "1-1"), (2, 2, "1-1"), (3, 2, "1-1"), (4, 2, "1-1"),
+                                          (5, 1, "1"), (6, 1, "1")]),
+    ]
+    model = MODEL.format(part="['dt', 'hr']", pk="['dt', 'hr', 't1']", extra="sequence_field='t2',",
+                         cols="t1, t2, t3, dt, hr")
+    cols = "w int, t1 bigint, t2 bigint, t3 string, dt string, hr string"
+    writes = by_branch(batch1) + by_branch(batch2)
+    write_all(p, model, writes[:2], cols, lambda r, key: r + key)
+
+    assert compacted(p, "dt = 20250810, hr = 23")
+    assert q(p, "SELECT t1, t2, t3 FROM T WHERE dt = '20250810' AND hr = '23'") == [
+        (1, 1, "1"), (2, 2, "1-1"), (4, 1, "1")]
+
+    p.spark.sql(f"INSERT INTO {p.schema}.writes VALUES "
+                + ", ".join(f"({w}, {t1}, {t2}, '{t3}', '{dt}', '{hr}')"
+                            for w, (_, parts) in enumerate(writes) if w >= 2
+                            for (dt, hr), rows in parts for t1, t2, t3 in rows))
+    for w in (2, 3):
+        p.dbt("run", vars={"w": w, "branch": writes[w][0]})
+    six = [(1, 2, "1-1"), (2, 2, "1-1"), (3, 2, "1-1"), (4, 2, "1-1")]
+    assert not compacted(p, "dt=20250811,hr=02")
+    assert q(p, "SELECT t1, t2, t3 FROM T WHERE dt = '20250811' AND hr = '02'") == six + [
+        (5, 1, "1"), (6, 1, "1")]
+    assert compacted(p, "dt=20250811,hr=02", overwrite=True)
+    assert q(p, "SELECT t1, t2, t3 FROM T WHERE dt = '20250811' AND hr = '02'") == six + [
+        (5, 2, "1-1"), (6, 2, "1-1")]
+    assert q(p, "SELECT t1, t2, t3 FROM T WHERE dt = '20250811' AND hr = '00'") == six
+    assert p.rows("SELECT t1, t2, t3 FROM {s}.t__snapshot WHERE dt = '20250810' AND hr = '23'") == [
+        (1, 1, "1"), (2, 2, "1-1"), (4, 1, "1")]
+    assert p.rows("SELECT t1, t2, t3 FROM {s}.t__snapshot WHERE dt = '20250810' AND hr = '22'") == [
+        (1, 1, "1"), (2, 1, "1")]
+
+
+def test_paimon_compact_groups_with_overwrite(project):
+    """testCompactChainTableWithGroupPartition: compacting (dt, hr) = (20250810, 22) with
+    overwrite over five regions. CN (snapshot at 22 and a delta at 22) is rebuilt from its
+    snapshot at 21; US (deltas only) and UK (anchor at 21) are written; FR (a snapshot at 22, no
+    delta) keeps its snapshot; CA (no delta after its anchor) gets nothing."""
+    p = project
+    writes = by_branch([
+        ("delta", ("CN", "20250810", "22"), [(4, 1, "1")]),
+        ("delta", ("US", "20250810", "22"), [(11, 1, "1")]),
+        ("delta", ("UK", "20250810", "22"), [(22, 1, "1")]),
+        ("snapshot", ("CN", "20250810", "20"), [(1, 1, "1")]),
+        ("snapshot", ("CN", "20250810", "21"), [(2, 1, "1")]),
+        ("snapshot", ("CN", "20250810", "22"), [(3, 1, "1")]),
+        ("snapshot", ("UK", "20250810", "21"), [(21, 1, "1")]),
+        ("snapshot", ("FR", "20250810", "22"), [(31, 1, "1")]),
+        ("snapshot", ("CA", "20250810", "21"), [(41, 1, "1")]),
+    ])
+    model = MODEL.format(part="['region', 'dt', 'hr']", pk="['region', 'dt', 'hr', 't1']",
+                         extra="sequence_field='t2', chain_partition_keys=['dt', 'hr'],",
+                         cols="t1, t2, t3, region, dt, hr")
+    write_all(p, model, writes, "w int, t1 bigint, t2 bigint, t3 string, region string, dt string, hr string",
+              lambda r, key: r + key)
+    snap = "SELECT t1, region FROM {s}.t__snapshot WHERE dt = '20250810' AND hr = '%s'"
+    assert p.rows(snap % "22") == [(3, "CN"), (31, "FR")]
+    assert compacted(p, "dt=20250810,hr=22", overwrite=True)
+    assert p.rows(snap % "21") == [(2, "CN"), (21, "UK"), (41, "CA")]
+    hr22 = [(2, "CN"), (4, "CN"), (11, "US"), (21, "UK"), (22, "UK"), (31, "FR")]
+    assert p.rows(snap % "22") == hr22
+    assert q(p, "SELECT t1, region FROM T WHERE dt = '20250810' AND hr = '22'") == hr22
