@@ -362,8 +362,116 @@ def test_paimon_compact_groups_with_overwrite(project):
               lambda r, key: r + key)
     snap = "SELECT t1, region FROM {s}.t__snapshot WHERE dt = '20250810' AND hr = '%s'"
     assert p.rows(snap % "22") == [(3, "CN"), (31, "FR")]
+    # Paimon runs this with 'dynamic-partition-overwrite' true and false: here the session's
+    # mode is static, which must not make the compaction's dynamic write wipe other partitions
+    p.spark.sql("SET spark.sql.sources.partitionOverwriteMode=STATIC")
     assert compacted(p, "dt=20250810,hr=22", overwrite=True)
     assert p.rows(snap % "21") == [(2, "CN"), (21, "UK"), (41, "CA")]
     hr22 = [(2, "CN"), (4, "CN"), (11, "US"), (21, "UK"), (22, "UK"), (31, "FR")]
     assert p.rows(snap % "22") == hr22
     assert q(p, "SELECT t1, region FROM T WHERE dt = '20250810' AND hr = '22'") == hr22
+
+
+# ---- from Paimon's Flink chain table ITCase (batch reads of its scenarios) -------------------
+KSV = "k bigint, seq bigint, v string, op string, dt string"
+WITH_OPS = MODEL.format(part="['dt']", pk="['dt', 'k']",
+                        extra="sequence_field='seq', rowkind_field='op',", cols="k, seq, v, op, dt")
+
+
+def test_paimon_deletes_across_the_chain(project):
+    """testStreamingReadWithMergeSnapshot: a -D and a -U of snapshot keys on one day, a +U and
+    a +I on the next, written in one delta run; the -U (seq 2) removes key 2 until its +U (seq 3).
+    First, a compaction of a chain with no rows at all writes nothing (CompactChainTable's
+    "compact empty partition")."""
+    p = project
+    writes = [
+        ("snapshot", []),  # a first run with no rows: the relations, no partition
+        ("snapshot", [("20250808", [(1, 1, "snap_1", "+I"), (2, 1, "snap_2", "+I")])]),
+        ("delta", [("20250809", [(1, 2, "snap_1", "-D"), (2, 2, "snap_2", "-U")]),
+                   ("20250810", [(2, 3, "delta_2", "+U"), (3, 1, "delta_3", "+I")])]),
+    ]
+    rows = [(w, *r, dt) for w, (_, parts) in enumerate(writes) for dt, rs in parts for r in rs]
+    p.table("writes", "w int, " + KSV, rows)
+    p.model("t", WITH_OPS)
+    p.dbt("run", vars={"w": 0, "branch": "snapshot"})
+    assert p.partitions("t__snapshot") == [] and p.partitions("t__delta") == []
+    assert not compacted(p, "dt=20250808")
+    assert "no data to compact" in p.log_text()
+    for w in (1, 2):
+        p.dbt("run", vars={"w": w, "branch": writes[w][0]})
+    assert q(p, "SELECT k, seq, v, dt FROM T WHERE dt = '20250810'") == [
+        (2, 3, "delta_2", "20250810"), (3, 1, "delta_3", "20250810")]
+    assert q(p, "SELECT k, seq, v, dt FROM T WHERE dt = '20250809'") == []
+    assert compacted(p, {"dt": "20250810"})
+    assert p.rows("SELECT k, seq, v, op FROM {s}.t__snapshot WHERE dt = '20250810'") == [
+        (2, 3, "delta_2", "+U"), (3, 1, "delta_3", "+I")]
+
+
+def test_paimon_groups_with_deletes_and_a_delta_only_group(project):
+    """testStreamingReadWithMergeSnapshotAndGroup: CN and UK anchored on snapshots of different
+    days, US with deltas only; one delta run writes three groups at three days. A key deleted
+    in US comes back with a later +I of a higher sequence."""
+    p = project
+    model = MODEL.format(part="['region', 'dt']", pk="['region', 'dt', 'k']",
+                         extra="sequence_field='seq', rowkind_field='op', chain_partition_keys=['dt'],",
+                         cols="k, seq, v, op, region, dt")
+    writes = [
+        ("snapshot", [(("CN", "20250809"), [(1, 1, "cn_snap_1", "+I"), (2, 1, "cn_snap_2", "+I")]),
+                      (("UK", "20250808"), [(21, 1, "uk_snap_21", "+I"), (22, 1, "uk_snap_22", "+I")])]),
+        ("delta", [(("CN", "20250810"), [(1, 2, "cn_snap_1", "-D"), (3, 1, "cn_delta_3", "+I")]),
+                   (("US", "20250811"), [(11, 1, "us_delta_11", "+I"), (12, 1, "us_delta_12", "+I")]),
+                   (("UK", "20250809"), [(21, 2, "uk_snap_21", "-D")])]),
+        ("delta", [(("US", "20250812"), [(11, 2, "us_delta_11", "-D")])]),
+        ("delta", [(("US", "20250813"), [(11, 3, "us_delta_11", "+I")])]),
+    ]
+    write_all(p, model, writes, "w int, k bigint, seq bigint, v string, op string, region string, dt string",
+              lambda r, key: r + key)
+    assert q(p, "SELECT k, seq, v, region, dt FROM T WHERE (region = 'CN' AND dt = '20250810') "
+                "OR (region = 'UK' AND dt = '20250809') OR (region = 'US' AND dt = '20250812')") == [
+        (2, 1, "cn_snap_2", "CN", "20250810"), (3, 1, "cn_delta_3", "CN", "20250810"),
+        (12, 1, "us_delta_12", "US", "20250812"), (22, 1, "uk_snap_22", "UK", "20250809")]
+    assert q(p, "SELECT k, seq, v FROM T WHERE region = 'US' AND dt = '20250813'") == [
+        (11, 3, "us_delta_11"), (12, 1, "us_delta_12")]
+
+
+def test_paimon_full_scan_filtered_on_the_key(project):
+    """testStreamingReadPKFilterDoesNotAffectPartitionDiscovery (its batch query): a full scan
+    with a filter on the key reads every partition; snapshot 20250808 shadows the delta of the
+    same day though the delta's row has the higher sequence. The delta is written first: a run
+    writing delta P after snapshot P exists would invalidate the snapshot (SPEC §1)."""
+    p = project
+    model = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
+                         cols="t1, t2, t3, dt")
+    writes = by_branch([
+        ("snapshot", "20250808", [(1, 1, "v1"), (2, 1, "v2")]),
+        ("snapshot", "20250809", [(3, 1, "v3"), (4, 1, "v4")]),
+        ("delta", "20250808", [(1, 2, "delta_v1")]),
+    ])
+    write_all(p, model, writes, "w int, t1 bigint, t2 bigint, t3 string, dt string",
+              lambda r, dt: r + (dt,))
+    assert q(p, "SELECT * FROM T WHERE t1 = 1") == [(1, 1, "v1", "20250808")]
+    assert q(p, "SELECT t1, t3 FROM T WHERE dt = '20250809'") == [(3, "v3"), (4, "v4")]
+
+
+def test_paimon_rewrites_then_compaction(project):
+    """testChainTableWithDeletionVectors, its row-level DELETE and UPDATE as partition rewrites:
+    snapshot 20260223 loses key 3 and delta 20260224 becomes one row, then 20260224 is
+    compacted from the nearest anchor (key 6 of 20260222 must not come back)."""
+    p = project
+    model = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
+                         cols="t1, t2, t3, dt")
+    writes = [
+        ("snapshot", [("20260222", [(1, 1, "1"), (6, 1, "1")]),
+                      ("20260223", [(1, 2, "2"), (2, 2, "2"), (3, 1, "1")])]),
+        ("delta", [("20260224", [(4, 1, "1"), (5, 1, "1")])]),
+        ("snapshot", [("20260223", [(1, 2, "2"), (2, 2, "2")])]),
+        ("delta", [("20260224", [(5, 5, "5")])]),
+    ]
+    write_all(p, model, writes, "w int, t1 bigint, t2 bigint, t3 string, dt string",
+              lambda r, dt: r + (dt,))
+    assert q(p, "SELECT t1, t2, t3 FROM T WHERE dt = '20260224'") == [(1, 2, "2"), (2, 2, "2"), (5, 5, "5")]
+    assert compacted(p, "dt=20260224")
+    assert p.rows("SELECT t1, t2, t3 FROM {s}.t__snapshot WHERE dt = '20260223'") == [(1, 2, "2"), (2, 2, "2")]
+    assert p.rows("SELECT t1, t2, t3 FROM {s}.t__delta WHERE dt = '20260224'") == [(5, 5, "5")]
+    assert p.rows("SELECT t1, t2, t3 FROM {s}.t__snapshot WHERE dt = '20260224'") == [
+        (1, 2, "2"), (2, 2, "2"), (5, 5, "5")]
