@@ -29,8 +29,9 @@ DAILY = [  # (branch, dt, rows (t1, t2, t3)): SparkChainTableITCase.testChainTab
 ]
 
 
-def write_all(p, model, writes, columns, row_of):
-    """One source row per written row, tagged with its write; one dbt run per write. A write is
+def write_all(p, model, writes, columns, row_of, runs=None):
+    """One source row per written row, tagged with its write; one dbt run per write in `runs`
+    (all of them by default; run the others later with run_writes). A write is
     (branch, partition key, rows) or (branch, [(partition key, rows), ...]) for several."""
     def parts(write):
         return write[1] if len(write) == 2 else [(write[1], write[2])]
@@ -38,8 +39,12 @@ def write_all(p, model, writes, columns, row_of):
             for key, rs in parts(write) for r in rs]
     p.table("writes", columns, rows)
     p.model("t", model)
-    for w, write in enumerate(writes):
-        p.dbt("run", vars={"w": w, "branch": write[0]})
+    run_writes(p, writes, range(len(writes)) if runs is None else runs)
+
+
+def run_writes(p, writes, runs):
+    for w in runs:
+        p.dbt("run", vars={"w": w, "branch": writes[w][0]})
 
 
 def by_branch(writes):
@@ -48,11 +53,18 @@ def by_branch(writes):
             for branch in ("delta", "snapshot")]
 
 
-def daily(p):
-    model = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
-                         cols="t1, t2, t3, dt")
-    write_all(p, model, by_branch(DAILY), "w int, t1 bigint, t2 bigint, t3 string, dt string",
+DAILY_MODEL = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
+                           cols="t1, t2, t3, dt")
+
+
+def write_daily(p, writes):
+    """Paimon's one-group daily table (t1 key, t2 sequence, t3 value, dt): one run per write."""
+    write_all(p, DAILY_MODEL, writes, "w int, t1 bigint, t2 bigint, t3 string, dt string",
               lambda r, dt: r + (dt,))
+
+
+def daily(p):
+    write_daily(p, by_branch(DAILY))
 
 
 def q(p, sql):
@@ -199,10 +211,7 @@ def test_paimon_drop_snapshot_partition(project):
         ("snapshot", "20260105", [(1, 2, "1-1"), (2, 2, "1-1"), (3, 2, "1-1"), (4, 2, "1-1"),
                                   (5, 1, "1"), (6, 1, "1")]),
     ])
-    model = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
-                         cols="t1, t2, t3, dt")
-    write_all(p, model, writes, "w int, t1 bigint, t2 bigint, t3 string, dt string",
-              lambda r, dt: r + (dt,))
+    write_daily(p, writes)
     p.run_op("drop_chain_partition", {"model": "t", "partition": {"dt": "20260105"}})
     assert p.partitions("t__snapshot") == ["dt=20260101", "dt=20260103"]
     p.run_op("drop_chain_partition", {"model": "t", "partition": {"dt": "20260101"}},
@@ -248,10 +257,7 @@ def test_paimon_compact_basic(project):
         ("snapshot", "20260223", [(1, 1, "1")]),
         ("delta", "20260224", [(2, 2, "2")]),
     ])[::-1]  # the snapshot run first: the basic scenario writes both snapshots before the delta
-    model = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
-                         cols="t1, t2, t3, dt")
-    write_all(p, model, writes, "w int, t1 bigint, t2 bigint, t3 string, dt string",
-              lambda r, dt: r + (dt,))
+    write_daily(p, writes)
     assert not compacted(p, {"dt": "20260221"})  # no snapshot and no delta at or before it
     assert "no data to compact" in p.log_text()
     assert p.partitions("t__snapshot") == ["dt=20260222", "dt=20260223"]
@@ -275,10 +281,7 @@ def test_paimon_compact_overwrite_recomputes_from_the_earlier_anchor(project):
         ("snapshot", "20260224", [(3, 1, "3")]),
         ("snapshot", "20260225", [(3, 2, "3-1")]),
     ])
-    model = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
-                         cols="t1, t2, t3, dt")
-    write_all(p, model, writes, "w int, t1 bigint, t2 bigint, t3 string, dt string",
-              lambda r, dt: r + (dt,))
+    write_daily(p, writes)
     assert not compacted(p, "dt=20260225")
     assert q(p, "SELECT * FROM T WHERE dt = '20260225'") == [(3, 2, "3-1", "20260225")]
     assert compacted(p, "dt=20260225", overwrite=True)
@@ -312,18 +315,13 @@ def test_paimon_compact_hourly(project):
                          cols="t1, t2, t3, dt, hr")
     cols = "w int, t1 bigint, t2 bigint, t3 string, dt string, hr string"
     writes = by_branch(batch1) + by_branch(batch2)
-    write_all(p, model, writes[:2], cols, lambda r, key: r + key)
+    write_all(p, model, writes, cols, lambda r, key: r + key, runs=(0, 1))  # batch 1
 
     assert compacted(p, "dt = 20250810, hr = 23")
     assert q(p, "SELECT t1, t2, t3 FROM T WHERE dt = '20250810' AND hr = '23'") == [
         (1, 1, "1"), (2, 2, "1-1"), (4, 1, "1")]
 
-    p.spark.sql(f"INSERT INTO {p.schema}.writes VALUES "
-                + ", ".join(f"({w}, {t1}, {t2}, '{t3}', '{dt}', '{hr}')"
-                            for w, (_, parts) in enumerate(writes) if w >= 2
-                            for (dt, hr), rows in parts for t1, t2, t3 in rows))
-    for w in (2, 3):
-        p.dbt("run", vars={"w": w, "branch": writes[w][0]})
+    run_writes(p, writes, (2, 3))  # batch 2
     six = [(1, 2, "1-1"), (2, 2, "1-1"), (3, 2, "1-1"), (4, 2, "1-1")]
     assert not compacted(p, "dt=20250811,hr=02")
     assert q(p, "SELECT t1, t2, t3 FROM T WHERE dt = '20250811' AND hr = '02'") == six + [
@@ -442,15 +440,12 @@ def test_paimon_full_scan_filtered_on_the_key(project):
     same day though the delta's row has the higher sequence. The delta is written first: a run
     writing delta P after snapshot P exists would invalidate the snapshot (SPEC §1)."""
     p = project
-    model = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
-                         cols="t1, t2, t3, dt")
     writes = by_branch([
         ("snapshot", "20250808", [(1, 1, "v1"), (2, 1, "v2")]),
         ("snapshot", "20250809", [(3, 1, "v3"), (4, 1, "v4")]),
         ("delta", "20250808", [(1, 2, "delta_v1")]),
     ])
-    write_all(p, model, writes, "w int, t1 bigint, t2 bigint, t3 string, dt string",
-              lambda r, dt: r + (dt,))
+    write_daily(p, writes)
     assert q(p, "SELECT * FROM T WHERE t1 = 1") == [(1, 1, "v1", "20250808")]
     assert q(p, "SELECT t1, t3 FROM T WHERE dt = '20250809'") == [(3, "v3"), (4, "v4")]
 
@@ -460,8 +455,6 @@ def test_paimon_rewrites_then_compaction(project):
     snapshot 20260223 loses key 3 and delta 20260224 becomes one row, then 20260224 is
     compacted from the nearest anchor (key 6 of 20260222 must not come back)."""
     p = project
-    model = MODEL.format(part="['dt']", pk="['dt', 't1']", extra="sequence_field='t2',",
-                         cols="t1, t2, t3, dt")
     writes = [
         ("snapshot", [("20260222", [(1, 1, "1"), (6, 1, "1")]),
                       ("20260223", [(1, 2, "2"), (2, 2, "2"), (3, 1, "1")])]),
@@ -469,8 +462,7 @@ def test_paimon_rewrites_then_compaction(project):
         ("snapshot", [("20260223", [(1, 2, "2"), (2, 2, "2")])]),
         ("delta", [("20260224", [(5, 5, "5")])]),
     ]
-    write_all(p, model, writes, "w int, t1 bigint, t2 bigint, t3 string, dt string",
-              lambda r, dt: r + (dt,))
+    write_daily(p, writes)
     assert q(p, "SELECT t1, t2, t3 FROM T WHERE dt = '20260224'") == [(1, 2, "2"), (2, 2, "2"), (5, 5, "5")]
     assert compacted(p, "dt=20260224")
     assert p.rows("SELECT t1, t2, t3 FROM {s}.t__snapshot WHERE dt = '20260223'") == [(1, 2, "2"), (2, 2, "2")]
