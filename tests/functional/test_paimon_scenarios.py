@@ -119,9 +119,7 @@ def test_paimon_chain_table_reads(project):
         (4, 1, "1", "20250811"), (2, 2, "1-1", "20250811"), (4, 1, "1", "20250811")])
 
     # rewriting delta 20250813 and 20250814 invalidates snapshot 20250814
-    p.table("writes", "w int, t1 bigint, t2 bigint, t3 string, dt string",
-            [(99, 5, 2, "1", "20250813"), (99, 6, 2, "1", "20250814")])
-    p.dbt("run", vars={"w": 99, "branch": "delta"})
+    write_daily(p, [("delta", [("20250813", [(5, 2, "1")]), ("20250814", [(6, 2, "1")])])])
     assert p.rows("SELECT t1, t2, t3 FROM {s}.t__snapshot where dt = '20250814'") == []
     assert p.rows("SELECT t1, t2, t3 FROM {s}.t__delta where dt = '20250814'") == [(6, 2, "1")]
     # the day now reads snapshot 20250812 + deltas 20250813, 20250814
@@ -140,9 +138,8 @@ def test_paimon_group_partitions(project):
     model = MODEL.format(part="['region', 'biz_type', 'dt']", pk="['region', 'biz_type', 'dt', 't1']",
                          extra="sequence_field='t2', chain_partition_keys=['dt'],",
                          cols="t1, t2, t3, region, biz_type, dt")
-    write_all(p, model, writes,
-              "w int, t1 bigint, t2 bigint, t3 string, region string, biz_type string, dt string",
-              lambda r, key: r + key)
+    cols = "w int, t1 bigint, t2 bigint, t3 string, region string, biz_type string, dt string"
+    write_all(p, model, writes, cols, lambda r, key: r + key)
     cn = [(1, 2, "1-1"), (2, 2, "1-1"), (3, 1, "1"), (4, 1, "1")]
     us = [(t1 + 10, t2, t3) for t1, t2, t3 in cn]
     assert q(p, "SELECT * FROM T where dt = '20250811'") == sorted(
@@ -156,10 +153,11 @@ def test_paimon_group_partitions(project):
         (12, 2, "1-1"), (14, 1, "1")]
 
     # rewriting two groups' deltas invalidates only those groups' snapshots (SPEC §1)
-    p.table("writes", "w int, t1 bigint, t2 bigint, t3 string, region string, biz_type string, dt string",
-            [(99, 5, 2, "1", "CN", "0", "20250813"), (99, 6, 2, "1", "CN", "0", "20250814"),
-             (99, 15, 2, "1", "US", "1", "20250813"), (99, 16, 2, "1", "US", "1", "20250814")])
-    p.dbt("run", vars={"w": 99, "branch": "delta"})
+    write_all(p, model, [("delta", [(("CN", "0", "20250813"), [(5, 2, "1")]),
+                                    (("CN", "0", "20250814"), [(6, 2, "1")]),
+                                    (("US", "1", "20250813"), [(15, 2, "1")]),
+                                    (("US", "1", "20250814"), [(16, 2, "1")])])],
+              cols, lambda r, key: r + key)
     assert p.rows("SELECT region, biz_type FROM {s}.t__snapshot where dt = '20250814' "
                   "group by region, biz_type") == [("CN", "1")]
     assert p.rows("SELECT t1 FROM {s}.t__delta where dt = '20250814'") == [(5,), (6,), (6,), (16,)]
@@ -388,15 +386,11 @@ def test_paimon_deletes_across_the_chain(project):
         ("delta", [("20250809", [(1, 2, "snap_1", "-D"), (2, 2, "snap_2", "-U")]),
                    ("20250810", [(2, 3, "delta_2", "+U"), (3, 1, "delta_3", "+I")])]),
     ]
-    rows = [(w, *r, dt) for w, (_, parts) in enumerate(writes) for dt, rs in parts for r in rs]
-    p.table("writes", "w int, " + KSV, rows)
-    p.model("t", WITH_OPS)
-    p.dbt("run", vars={"w": 0, "branch": "snapshot"})
+    write_all(p, WITH_OPS, writes, "w int, " + KSV, lambda r, dt: r + (dt,), runs=(0,))
     assert p.partitions("t__snapshot") == [] and p.partitions("t__delta") == []
     assert not compacted(p, "dt=20250808")
     assert "no data to compact" in p.log_text()
-    for w in (1, 2):
-        p.dbt("run", vars={"w": w, "branch": writes[w][0]})
+    run_writes(p, writes, (1, 2))
     assert q(p, "SELECT k, seq, v, dt FROM T WHERE dt = '20250810'") == [
         (2, 3, "delta_2", "20250810"), (3, 1, "delta_3", "20250810")]
     assert q(p, "SELECT k, seq, v, dt FROM T WHERE dt = '20250809'") == []
