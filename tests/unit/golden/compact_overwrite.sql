@@ -1,0 +1,68 @@
+CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.operation' = 'compact_chain', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>') AS SELECT 1 AS locked
+;
+SHOW TABLES IN s LIKE 't__chain_*'
+;
+SHOW TABLES IN s LIKE 't__snapshot'
+;
+SHOW TBLPROPERTIES s.t__snapshot
+;
+DESCRIBE TABLE s.t__snapshot
+;
+SHOW PARTITIONS s.t__snapshot
+;
+SHOW PARTITIONS s.t__delta
+;
+DROP TABLE IF EXISTS s.t__chain_pub
+;
+DESCRIBE FORMATTED s.t__snapshot
+;
+CREATE TABLE s.t__chain_pub (`id` int, `v` string, `op` string, `seq` bigint, `region` string, `dt` string)
+USING parquet
+OPTIONS ('partitionOverwriteMode' = 'dynamic')
+PARTITIONED BY (`region`, `dt`)
+LOCATION 'file:/warehouse/s.db/t__snapshot/_chain_v/RUN0001'
+TBLPROPERTIES ('chaintable.stage.target' = 's.t__snapshot')
+;
+INSERT OVERWRITE TABLE s.t__chain_pub PARTITION (`region` = 'CN', `dt` = '20250108')
+SELECT `id`, `v`, `op`, `seq` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, '20250108' AS `dt` FROM (SELECT __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250101')) __a LEFT ANTI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250102', '20250103', '20250104', '20250105', '20250106', '20250107', '20250108'))) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250101')) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250102', '20250103', '20250104', '20250105', '20250106', '20250107', '20250108'))) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250102', '20250103', '20250104', '20250105', '20250106', '20250107', '20250108'))) __e) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __m) __src
+;
+DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'CN', `dt` = '20250108')
+;
+ALTER TABLE s.t__chain_pub SET TBLPROPERTIES ('chaintable.stage.replaces' = '{"region=CN/dt=20250108": "file:/warehouse/s.db/t__snapshot/region=CN/dt=20250108"}')
+;
+DESCRIBE FORMATTED s.t__chain_pub PARTITION (`region` = 'CN', `dt` = '20250108')
+;
+ALTER TABLE s.t__snapshot PARTITION (`region` = 'CN', `dt` = '20250108') SET LOCATION 'file:/warehouse/s.db/t__snapshot/_chain_v/RUN0001/region=CN/dt=20250108'
+;
+DROP TABLE IF EXISTS s.t__chain_pub
+;
+CREATE TABLE IF NOT EXISTS s.t__chain_gc (unused INT, d STRING) USING parquet PARTITIONED BY (d)
+;
+SHOW PARTITIONS s.t__chain_gc
+;
+ALTER TABLE s.t__chain_gc ADD PARTITION (`d` = 'RUN0002-0') LOCATION 'file:/warehouse/s.db/t__snapshot/region=CN/dt=20250108'
+;
+ALTER TABLE s.t__chain_gc DROP IF EXISTS PARTITION (`d` = 'RUN0002-0')
+;
+DROP TABLE IF EXISTS s.t__chain_gc
+;
+SELECT `region`, count(*) FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108') GROUP BY `region`
+;
+CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)
+;
+INSERT INTO s.t__chain_map PARTITION (`ct__version` = 'RUN0003') VALUES ('CN', '20250102', '20250101', 'snapshot'), ('CN', '20250102', '20250102', 'delta'), ('US', '20250102', '20250101', 'snapshot'), ('US', '20250102', '20250102', 'delta'), ('CN', '20250103', '20250101', 'snapshot'), ('CN', '20250103', '20250102', 'delta'), ('CN', '20250103', '20250103', 'delta'), ('US', '20250103', '20250101', 'snapshot'), ('US', '20250103', '20250102', 'delta'), ('US', '20250103', '20250103', 'delta'), ('CN', '20250104', '20250101', 'snapshot'), ('CN', '20250104', '20250102', 'delta'), ('CN', '20250104', '20250103', 'delta'), ('CN', '20250104', '20250104', 'delta'), ('US', '20250104', '20250101', 'snapshot'), ('US', '20250104', '20250102', 'delta'), ('US', '20250104', '20250103', 'delta'), ('US', '20250104', '20250104', 'delta'), ('CN', '20250105', '20250101', 'snapshot'), ('CN', '20250105', '20250102', 'delta'), ('CN', '20250105', '20250103', 'delta'), ('CN', '20250105', '20250104', 'delta'), ('CN', '20250105', '20250105', 'delta'), ('CN', '20250106', '20250101', 'snapshot'), ('CN', '20250106', '20250102', 'delta'), ('CN', '20250106', '20250103', 'delta'), ('CN', '20250106', '20250104', 'delta'), ('CN', '20250106', '20250105', 'delta'), ('CN', '20250106', '20250106', 'delta'), ('CN', '20250107', '20250101', 'snapshot'), ('CN', '20250107', '20250102', 'delta'), ('CN', '20250107', '20250103', 'delta'), ('CN', '20250107', '20250104', 'delta'), ('CN', '20250107', '20250105', 'delta'), ('CN', '20250107', '20250106', 'delta'), ('CN', '20250107', '20250107', 'delta')
+;
+CREATE OR REPLACE VIEW s.t WITH SCHEMA EVOLUTION AS
+SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE NOT coalesce(`dt` <= '20250107', false) AND NOT ((`region`, `dt`) IN (('CN', '20250109'), ('CN', '20250110')))
+UNION ALL
+SELECT __s.`id`, __s.`v`, __s.`op`, __s.`seq`, __s.`region`, __s.`dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE coalesce(`dt` <= '20250107', false) AND NOT ((`region`, `dt`) IN (('CN', '20250109'), ('CN', '20250110')))) __s LEFT ANTI JOIN (SELECT DISTINCT `region`, `ct__target_dt` FROM (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003')) __x ON __s.`region` = __x.`region` AND __s.`dt` = __x.`ct__target_dt`
+UNION ALL
+SELECT `id`, `v`, `op`, `seq`, `region`, '20250109' AS `dt` FROM (SELECT 1 AS __chain_guard) __chain_one RIGHT OUTER JOIN (SELECT __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108')) __a LEFT ANTI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250109')) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108')) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250109')) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250109')) __e) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __m ON 1 = 0
+UNION ALL
+SELECT `id`, `v`, `op`, `seq`, `region`, '20250110' AS `dt` FROM (SELECT 1 AS __chain_guard) __chain_one RIGHT OUTER JOIN (SELECT __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108')) __a LEFT ANTI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250109', '20250110'))) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108')) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250109', '20250110'))) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250109', '20250110'))) __e) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __m ON 1 = 0
+UNION ALL
+SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` FROM (SELECT /*+ BROADCAST(__d) */ __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, __a.`ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__snapshot __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'snapshot') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __a LEFT ANTI JOIN (SELECT DISTINCT `id`, `region`, `ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` AND __a.`ct__target_dt` = __d.`ct__target_dt` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region`, `ct__target_dt` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT /*+ BROADCAST(__d) */ __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, __a.`ct__target_dt`, true AS __chain_anchor FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__snapshot __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'snapshot') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region`, `ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` AND __a.`ct__target_dt` = __d.`ct__target_dt` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt`, false AS __chain_anchor FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __e) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __g) __v WHERE coalesce(`dt` <= '20250107', false)
+;
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 6d2a62896614dd53')
+;
+DROP VIEW IF EXISTS s.t__chain_lock
