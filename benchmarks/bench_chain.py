@@ -202,11 +202,11 @@ def compile_s(r: Dict[str, Any]) -> float:
 def view_planning(spark, day: str, groups: int, repeats: int = 5) -> Dict[str, Any]:
     """Why a read through the view costs more to plan than a read of a table: the time to an
     executed plan of the one-partition read of `day` through the view, through the same view
-    SQL with fewer literal branches (the adapter's planner and renderer, as impl._refresh_view
+    SQL with fewer literal branches (the adapter's planner and renderer, as ViewWriter.refresh
     calls them), and of the snapshot table alone (the lower bound)."""
     from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, P_VIEW_MAP, P_VIEW_RECENT, ChainOptions
     from dbt.adapters.chaintable.planner import ChainState, parse_partition_path
-    from dbt.adapters.chaintable.sqlgen import Renderer
+    from dbt.adapters.chaintable.sql.render import Renderer
 
     snap, delta = f"{SCHEMA}.ods_chain__snapshot", f"{SCHEMA}.ods_chain__delta"
     props = table_properties(spark, snap)

@@ -107,11 +107,11 @@ def plan_time(spark, sql: str, repeats: int = 3) -> Dict[str, float]:
 
 
 def pure_planner(spark) -> Dict[str, Any]:
-    """What the adapter's _load + planner + renderer do for one view refresh, timed in parts:
+    """What the adapter's Catalog.load + planner + renderer do for one view refresh, timed in parts:
     catalog listing (through this SparkSession) and the pure Python planning."""
     from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, P_VIEW_RECENT, ChainOptions
     from dbt.adapters.chaintable.planner import ChainState, parse_partition_path
-    from dbt.adapters.chaintable.sqlgen import Renderer
+    from dbt.adapters.chaintable.sql.render import Renderer
 
     snap, delta = f"{SCHEMA}.hist__snapshot", f"{SCHEMA}.hist__delta"
     t0 = time.perf_counter()
@@ -123,7 +123,7 @@ def pure_planner(spark) -> Dict[str, Any]:
     opts = ChainOptions.from_properties(snap, props)
     state = ChainState.build(opts, [parse_partition_path(p, opts.partition_by) for p in sp],
                              [parse_partition_path(p, opts.partition_by) for p in dp], dict(cols))
-    recent = int(props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)  # as impl._refresh_view
+    recent = int(props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)  # as ViewWriter.refresh
     view_sql = Renderer(opts, [c for c, _ in cols], dict(cols), snap, delta).view(
         state.view_layout(recent), (f"{SCHEMA}.hist__chain_map", "bench"))
     t2 = time.perf_counter()
@@ -200,7 +200,7 @@ FIGURES = [
     ("  catalog statements in the run", lambda r: r["run_catalog_s"]),
     ("  CREATE OR REPLACE VIEW in the run", lambda r: r["run_view_refresh_s"]),
     ("planner + renderer (pure Python)", lambda r: r["pure_planner_s"]),
-    ("catalog listing for one _load", lambda r: r["pure_catalog_s"]),
+    ("catalog listing for one Catalog.load", lambda r: r["pure_catalog_s"]),
     ("optimizer: compacted day (analyzed)", lambda r: r["query_compacted"]["analyzed_s"]),
     ("optimizer: compacted day (optimized)", lambda r: r["query_compacted"]["optimized_s"]),
     ("optimizer: compacted day (physical)", lambda r: r["query_compacted"]["physical_s"]),

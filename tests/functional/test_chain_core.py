@@ -449,3 +449,22 @@ def test_date_and_int_chain_keys(project):
     p.run_op("drop_chain_partition", {"model": "t", "partition": {"dt": "2025-08-01", "hour": "11"}})
     assert p.partitions("t__snapshot") == ["dt=2025-08-01/hour=9"]
     assert at("2025-08-02", 0) == [(1, "a10"), (2, "b2"), (3, "c"), (4, "d")]
+
+
+def test_location_root_with_a_quote_and_a_space(project, tmp_path):
+    """Both branches live below location_root, however its path is spelled; a delta run
+    publishes below it too (its stage directory sits inside the delta branch)."""
+    root = tmp_path / "my 'lake' root"
+    project.table("changes", "id int, v string, dt string", [
+        (1, "a", "20250801"), (2, "b", "20250801"), (1, "a2", "20250802")])
+    project.model("t", SIMPLE.replace(
+        "primary_key=['id', 'dt']", f"primary_key=['id', 'dt'], location_root={str(root)!r}"))
+    day(project, "20250801")
+    day(project, "20250802")
+    for branch in ("snapshot", "delta"):
+        loc = dict((r[0], r[1]) for r in project.spark.sql(
+            f"DESCRIBE FORMATTED {project.schema}.t__{branch}").collect())["Location"]
+        assert loc.endswith(f"/my 'lake' root/t__{branch}"), loc
+    assert (root / "t__snapshot" / "dt=20250801").is_dir()
+    assert any((root / "t__delta").rglob("dt=20250802"))
+    assert read(project, "dt = '20250802'") == [(1, "a2"), (2, "b")]

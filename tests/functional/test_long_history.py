@@ -52,7 +52,7 @@ def test_long_history_reads_through_the_mapping_table(project):
             p.run_op("compact_chain", {"model": "t", "partition": {"dt": d}})
     view = p.spark.sql(f"SHOW CREATE TABLE {p.schema}.t").collect()[0][0]
     assert "__chain_map" in view and view.count("UNION ALL") < 12
-    assert "WITH SCHEMA EVOLUTION" in view  # no cast projection to plan (impl._replace_view)
+    assert "WITH SCHEMA EVOLUTION" in view  # no cast projection to plan (view.py, VIEW_CLAUSES)
     # one version of the mapping table: the one the view reads
     versions = p.partitions("t__chain_map")
     assert len(versions) == 1 and versions[0].split("=", 1)[1] in view

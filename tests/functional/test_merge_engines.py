@@ -10,7 +10,7 @@ from typing import Dict, List
 
 import pytest
 
-from dbt.adapters.chaintable import merge
+from dbt.adapters.chaintable.sql import merge
 from dbt.adapters.chaintable.options import ChainOptions
 
 DAYS = ("20250801", "20250802", "20250803")

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from dbt.adapters.chaintable import merge
-from dbt.adapters.chaintable.merge import ANCHOR, ORD, RESET, RETRACT
+from dbt.adapters.chaintable.sql import merge
+from dbt.adapters.chaintable.sql.merge import ANCHOR, ORD, RESET, RETRACT
 from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions
 
 COLS = ["id", "v", "n", "seq", "op", "dt"]

@@ -2,7 +2,7 @@
 static spec when the caller knows the single partition every row belongs to (compaction of one
 group: no sort of the rows by partition, the partition exists even when empty)."""
 from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.sqlgen import Renderer
+from dbt.adapters.chaintable.sql.render import Renderer
 
 OPTS = ChainOptions(partition_by=("region", "dt"), chain_keys=("dt",),
                     primary_key=("id", "region", "dt"))

@@ -6,7 +6,7 @@ import datetime as dt
 
 from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, ChainOptions
 from dbt.adapters.chaintable.planner import ChainState
-from dbt.adapters.chaintable.sqlgen import Renderer
+from dbt.adapters.chaintable.sql.render import Renderer
 
 GROUPED = ChainOptions(partition_by=("region", "dt"), chain_keys=("dt",),
                        primary_key=("id", "region", "dt"), sequence_field="seq",
@@ -52,7 +52,7 @@ def test_days_after_the_newest_snapshot_keep_literal_branches_older_go_to_the_ma
 
 def test_a_daily_run_leaves_the_mapped_reads_as_they_were():
     """Adding the next day's deltas changes no mapped read: the mapping is reused, not
-    rewritten (impl._refresh_view compares the rows' digest)."""
+    rewritten (ViewWriter.refresh compares the rows' digest)."""
     r = renderer()
     before = weekly(12, groups=3)
     after = ChainState.build(GROUPED, before.snapshots,

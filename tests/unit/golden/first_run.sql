@@ -26,7 +26,7 @@ USING parquet
 OPTIONS ('partitionOverwriteMode' = 'dynamic')
 PARTITIONED BY (`region`, `dt`)
 CLUSTERED BY (`id`) INTO 4 BUCKETS
-LOCATION '/data/my 'lake'/t__snapshot'
+LOCATION '/data/my \'lake\'/t__snapshot'
 TBLPROPERTIES ('chain-table.branch' = 'snapshot', 'chain-table.chain-partition-keys' = 'dt', 'chain-table.enabled' = 'true', 'merge-engine' = 'deduplicate', 'owner' = 'o\'neil', 'partition' = 'region,dt', 'partition.expiration-time' = '30 d', 'partition.timestamp-formatter' = 'yyyyMMdd', 'partition.timestamp-pattern' = '$dt', 'primary-key' = 'id,region,dt', 'rowkind.field' = 'op', 'sequence.field' = 'seq')
 ;
 CREATE TABLE s.t__delta (`id` int, `v` string, `op` string, `seq` bigint, `region` string, `dt` string)
@@ -34,7 +34,7 @@ USING parquet
 OPTIONS ('partitionOverwriteMode' = 'dynamic')
 PARTITIONED BY (`region`, `dt`)
 CLUSTERED BY (`id`) INTO 4 BUCKETS
-LOCATION '/data/my 'lake'/t__delta'
+LOCATION '/data/my \'lake\'/t__delta'
 TBLPROPERTIES ('chain-table.branch' = 'delta', 'chain-table.chain-partition-keys' = 'dt', 'chain-table.enabled' = 'true', 'merge-engine' = 'deduplicate', 'owner' = 'o\'neil', 'partition' = 'region,dt', 'partition.expiration-time' = '30 d', 'partition.timestamp-formatter' = 'yyyyMMdd', 'partition.timestamp-pattern' = '$dt', 'primary-key' = 'id,region,dt', 'rowkind.field' = 'op', 'sequence.field' = 'seq')
 ;
 SHOW TABLES IN s LIKE 't__snapshot'

@@ -1,4 +1,5 @@
-"""SQL of the chain merge (SPEC §2 rule 6), the one place that decides what a key's rows merge to.
+"""SQL of the chain merge, the one place that decides what a key's rows merge to
+(docs/design.md#merge-order-and-engines).
 
 `merge_sql` is used by every read (the view, chain_read) and by compaction, so a day reads the
 same whether it is merged on read or compacted.
@@ -38,6 +39,7 @@ from __future__ import annotations
 from typing import List, Mapping, Optional, Sequence
 
 from dbt.adapters.chaintable.options import RETRACTABLE_FUNCTIONS, ChainOptions
+from dbt.adapters.chaintable.sql.quoting import cols_sql, q, string
 
 ROW_KINDS = ("+I", "-U", "+U", "-D")
 RETRACT_KINDS = ("-U", "-D")
@@ -54,15 +56,6 @@ RESET = "__chain_reset"      # partial-update: position of the key's last -D
 Types = Optional[Mapping[str, str]]
 
 
-def q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def cols_sql(columns: Sequence[str], alias: Optional[str] = None) -> str:
-    prefix = f"{alias}." if alias else ""
-    return ", ".join(prefix + q(c) for c in columns)
-
-
 def _lower(names: Sequence[str]) -> set:
     return {n.lower() for n in names}
 
@@ -72,7 +65,7 @@ def is_retract(opts: ChainOptions, alias: str = "") -> str:
     if not opts.rowkind_field:
         return "false"
     prefix = f"{alias}." if alias else ""
-    kinds = ", ".join(f"'{k}'" for k in RETRACT_KINDS)
+    kinds = ", ".join(string(k) for k in RETRACT_KINDS)
     return f"coalesce({prefix}{q(opts.rowkind_field)} IN ({kinds}), false)"
 
 
@@ -135,7 +128,7 @@ def refusal(opts: ChainOptions, columns: Sequence[str]) -> Optional[str]:
 
 
 def _key_text_sql(columns: Sequence[str]) -> str:
-    parts = [f"'{c}=', coalesce(CAST({q(c)} AS STRING), 'NULL')" for c in columns]
+    parts = [f"{string(c + '=')}, coalesce(CAST({q(c)} AS STRING), 'NULL')" for c in columns]
     return "concat('(', " + ", ', ', ".join(parts) + ", ')')"
 
 
@@ -151,16 +144,12 @@ def _prepared(opts: ChainOptions, columns: Sequence[str], source_sql: str,
         where.append(f"NOT {ignored}")
     reason = refusal(opts, columns) if refuse else None
     if reason:
-        msg = (f"concat('chain merge: ', {_sql_str(reason)}, '; got ', "
+        msg = (f"concat('chain merge: ', {string(reason)}, '; got ', "
                f"{q(opts.rowkind_field)}, ' for key ', {_key_text_sql(opts.primary_key)})")
         where.append(f"CASE WHEN {RETRACT} THEN raise_error({msg}) ELSE true END")
     if not where:
         return marked
     return f"SELECT * FROM ({marked}) __m WHERE " + " AND ".join(where)
-
-
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _keys(keys: Sequence[str]) -> str:
@@ -266,7 +255,7 @@ def _aggregate(opts: ChainOptions, column: str) -> str:
     if fn in ("max", "min", "bool_and", "bool_or"):
         return f"{fn}({added})"
     if fn == "listagg":
-        return f"listagg({added}, '{LISTAGG_DELIMITER}') WITHIN GROUP (ORDER BY {ORD})"
+        return f"listagg({added}, {string(LISTAGG_DELIMITER)}) WITHIN GROUP (ORDER BY {ORD})"
     position = f"NOT {RETRACT}" + (f" AND {c} IS NOT NULL" if fn.endswith("non_null_value") else "")
     pick = "min_by" if fn.startswith("first") else "max_by"
     return f"{pick}({c}, CASE WHEN {position} THEN {ORD} END)"
@@ -339,7 +328,7 @@ def _bad_kind(opts: ChainOptions) -> str:
     """Predicate: the rowkind field is not one of +I, -U, +U, -D (NULL included)."""
     if not opts.rowkind_field:
         return "false"
-    kinds = ", ".join(f"'{k}'" for k in ROW_KINDS)
+    kinds = ", ".join(string(k) for k in ROW_KINDS)
     return f"NOT coalesce({q(opts.rowkind_field)} IN ({kinds}), false)"
 
 

@@ -1,14 +1,15 @@
-"""Render planned reads and writes as Spark SQL. No decisions here: planner.py decides."""
+"""Reads and writes of one chain table's rows as Spark SQL. No decisions here: planner.py decides."""
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from dbt.adapters.chaintable.merge import cols_sql, merge_rows_sql, merge_sql, q
+from dbt.adapters.chaintable.sql import statements
+from dbt.adapters.chaintable.sql.merge import merge_rows_sql, merge_sql
+from dbt.adapters.chaintable.sql.quoting import cols_sql, literal, q, spec_sql, string
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import ReadPlan, Values
 
-_STRINGS = ("string",)
 # mapping table columns; none starts with '_': the Hive metastore's partition filter cannot parse
 # such a name (Spark then fails every query that filters the partition column)
 MAP_BRANCH = "ct__branch"
@@ -28,22 +29,6 @@ def max_first(plans: Sequence[ReadPlan]) -> str:
     """The newest value of the first chain key among `plans` (sorted by chain value, as the
     planner returns them)."""
     return plans[-1].chain[0]
-
-
-def literal(value: str, spark_type: str = "string") -> str:
-    """A typed SQL literal for a partition value (constant-folded, so pruning still works)."""
-    text = "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    t = spark_type.lower()
-    if t in _STRINGS or t.startswith("varchar") or t.startswith("char"):
-        return text
-    return f"CAST({text} AS {spark_type})"
-
-
-def spec_sql(columns: Sequence[str], values: Sequence[str]) -> str:
-    """The body of a static `PARTITION (...)` clause. Spark takes only constants there and
-    converts a string to the partition column's type, so every value is a quoted string (a
-    `CAST(...)`, right in a predicate, is a syntax error in a spec)."""
-    return ", ".join(f"{q(c)} = {literal(v)}" for c, v in zip(columns, values))
 
 
 class Renderer:
@@ -106,6 +91,10 @@ class Renderer:
         if len(values) == 1:
             return f"{q(column)} = {self.lit(column, values[0])}"
         return f"{q(column)} IN ({', '.join(self.lit(column, v) for v in values)})"
+
+    def select_all(self, table: str) -> str:
+        """Every row of `table`, this table's columns in table order."""
+        return f"SELECT {cols_sql(self.columns)} FROM {table}"
 
     def select(self, table: str, parts: Iterable[Values]) -> str:
         return f"SELECT {cols_sql(self.columns)} FROM {table} WHERE {self.partitions_predicate(parts)}"
@@ -216,7 +205,7 @@ class Renderer:
             for branch, src in sources:
                 vals = ([self.lit(g, v) for g, v in zip(group, p.group)]
                         + [self.lit(k, v) for k, v in zip(chain, p.chain)]
-                        + [self.lit(k, v) for k, v in zip(chain, src)] + [f"'{branch}'"])
+                        + [self.lit(k, v) for k, v in zip(chain, src)] + [string(branch)])
                 rows.append("(" + ", ".join(vals) + ")")
         return rows
 
@@ -292,38 +281,17 @@ class Renderer:
         return f"INSERT OVERWRITE TABLE {table} PARTITION ({self.spec(values)}) SELECT {nulls} WHERE 1 = 0"
 
     def drop_partitions(self, table: str, parts: Sequence[Values]) -> Optional[str]:
-        if not parts:
-            return None
-        specs = ", ".join(f"PARTITION ({self.spec(p)})" for p in parts)
-        return f"ALTER TABLE {table} DROP IF EXISTS {specs}"
+        return statements.drop_partitions(table, self.opts.partition_by, parts)
+
+    def count_by_group(self, table: str, parts: Sequence[Values]) -> str:
+        """Rows per group (group values, then the count) in `parts` of `table`."""
+        groups = self.opts.group_keys
+        return (f"SELECT {cols_sql(groups) + ', ' if groups else ''}count(*) FROM {table} "
+                f"WHERE {self.partitions_predicate(parts)}"
+                + (f" GROUP BY {cols_sql(groups)}" if groups else ""))
 
     def batch_merge(self, source_sql: str) -> str:
         """A snapshot written straight from a model is itself merged (deletes applied)."""
         return merge_rows_sql(self.opts, self.columns, source_sql, types=self.types,
                               by_partition=True)
-
-
-def tblproperties_sql(props: Mapping[str, str]) -> str:
-    def s(x: str) -> str:
-        return "'" + x.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return ", ".join(f"{s(k)} = {s(v)}" for k, v in sorted(props.items()))
-
-
-def create_table_sql(relation: str, column_types: Sequence[Tuple[str, str]],
-                     opts: ChainOptions, props: Mapping[str, str], file_format: str = "parquet",
-                     location: Optional[str] = None, clustered_by: Sequence[str] = (),
-                     buckets: Optional[int] = None, as_select: Optional[str] = None) -> str:
-    """CREATE TABLE with columns, or CREATE TABLE ... AS `as_select` (columns from the query)."""
-    cols = ", ".join(f"{q(c)} {t}" for c, t in column_types)
-    parts = ", ".join(q(c) for c in opts.partition_by)
-    sql = [f"CREATE TABLE {relation}" + (f" ({cols})" if column_types else ""), f"USING {file_format}",
-           "OPTIONS ('partitionOverwriteMode' = 'dynamic')", f"PARTITIONED BY ({parts})"]
-    if clustered_by and buckets:
-        sql.append(f"CLUSTERED BY ({', '.join(q(c) for c in clustered_by)}) INTO {int(buckets)} BUCKETS")
-    if location:
-        sql.append(f"LOCATION '{location}'")
-    sql.append(f"TBLPROPERTIES ({tblproperties_sql(props)})")
-    if as_select:
-        sql.append(f"AS\n{as_select}")
-    return "\n".join(sql)
 

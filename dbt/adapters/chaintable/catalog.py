@@ -1,0 +1,235 @@
+"""What the catalog says about a chain table: its relations' names, properties, columns and the
+partitions of both branches, read with a few statements and returned as one `Loaded` value."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dbt.adapters.base.relation import BaseRelation
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.chaintable.options import (
+    P_HISTORY_START,
+    P_STALE,
+    ChainConfigError,
+    ChainOptions,
+    history_from_properties,
+    stale_from_properties,
+    stale_to_property,
+)
+from dbt.adapters.chaintable.partition import Layout
+from dbt.adapters.chaintable.planner import (
+    ChainPlanError,
+    ChainState,
+    Values,
+    format_partition,
+    parse_partition_path,
+)
+from dbt.adapters.chaintable.runner import Runner
+from dbt.adapters.chaintable.sql import statements as S
+from dbt.adapters.chaintable.sql.render import Renderer
+
+SNAPSHOT_SUFFIX = "__snapshot"
+DELTA_SUFFIX = "__delta"
+STAGE_SUFFIX = "__chain_stage"
+PUB_SUFFIX = "__chain_pub"
+GC_SUFFIX = "__chain_gc"
+LOCK_SUFFIX = "__chain_lock"
+MAP_SUFFIX = "__chain_map"
+SCRATCH_PATTERN = "__chain_*"  # every scratch relation's suffix starts so
+
+
+@dataclass(frozen=True)
+class ChainTables:
+    """The relations of one chain table `t` (docs/design.md#branches-and-relations)."""
+
+    view: BaseRelation
+    snapshot: BaseRelation
+    delta: BaseRelation
+    stage: BaseRelation  # the model's rows of one run (checked before anything is published)
+    pub: BaseRelation  # merged rows of one run or compaction, published partition by partition
+    gc: BaseRelation  # managed scratch table: dropping its partitions deletes old directories
+    lock: BaseRelation  # a view whose existence means a writer is at work
+    cmap: BaseRelation  # which partitions feed each older delta-only partition (the view reads it)
+
+    @classmethod
+    def of(cls, relation: BaseRelation) -> ChainTables:
+        def rel(suffix: str, kind: str) -> BaseRelation:
+            return relation.incorporate(path={"identifier": relation.identifier + suffix},
+                                        type=kind)
+        return cls(view=relation.incorporate(type="view"), snapshot=rel(SNAPSHOT_SUFFIX, "table"),
+                   delta=rel(DELTA_SUFFIX, "table"), stage=rel(STAGE_SUFFIX, "table"),
+                   pub=rel(PUB_SUFFIX, "table"), gc=rel(GC_SUFFIX, "table"),
+                   lock=rel(LOCK_SUFFIX, "view"), cmap=rel(MAP_SUFFIX, "table"))
+
+    @classmethod
+    def of_branch(cls, branch: BaseRelation) -> ChainTables:
+        """The chain a branch table (`t__snapshot` or `t__delta`) belongs to."""
+        ident = branch.identifier
+        for suffix in (SNAPSHOT_SUFFIX, DELTA_SUFFIX):
+            if ident.endswith(suffix):
+                ident = ident[: -len(suffix)]
+        return cls.of(branch.incorporate(path={"identifier": ident}, type="view"))
+
+    def branch(self, name: str) -> BaseRelation:
+        return self.snapshot if name == "snapshot" else self.delta
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One chain table as the catalog describes it at one moment."""
+
+    tables: ChainTables
+    opts: ChainOptions
+    columns: tuple[tuple[str, str], ...]
+    props: Mapping[str, str]
+    snapshots: tuple[Values, ...]
+    deltas: tuple[Values, ...]
+
+    @property
+    def layout(self) -> Layout:
+        return Layout.of(self.opts)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c for c, _ in self.columns]
+
+    @property
+    def types(self) -> dict[str, str]:
+        return dict(self.columns)
+
+    def state(self) -> ChainState:
+        return ChainState.build(self.opts, self.snapshots, self.deltas, self.types)
+
+    def stale(self) -> dict[str, str]:
+        """{path of a stale snapshot: path of the rewritten delta it was built on}."""
+        return stale_from_properties(self.props)
+
+    def history(self) -> dict[Values, Values]:
+        """{group: oldest snapshot kept by expiration}, as values."""
+        lay = self.layout
+        return {lay.parse_group(g): lay.parse_chain(c)
+                for g, c in history_from_properties(self.props).items()}
+
+    def with_published(self, branch: str, parts: Sequence[Values]) -> Loaded:
+        """This catalog state after a publish of `parts` to `branch` (it adds or switches
+        exactly them), so the caller need not list the partitions again."""
+        name = "snapshots" if branch == "snapshot" else "deltas"
+        have: tuple[Values, ...] = getattr(self, name)
+        known = set(have)
+        return replace(self, **{name: have + tuple(p for p in parts if p not in known)})
+
+    def with_props(self, props: Mapping[str, str]) -> Loaded:
+        return replace(self, props={**self.props, **props})
+
+    def renderer(self) -> Renderer:
+        return Renderer(self.opts, self.column_names, self.types, str(self.tables.snapshot),
+                        str(self.tables.delta))
+
+
+class Catalog:
+    """Catalog reads and property writes through the runner."""
+
+    def __init__(self, runner: Runner):
+        self.runner = runner
+
+    # ---- listings and descriptions ----------------------------------------------------------
+    def exists(self, relation: BaseRelation) -> bool:
+        return bool(self.runner.fetch(S.show_tables(relation.schema, relation.identifier)))
+
+    def names_like(self, schema: str, pattern: str) -> set[str]:
+        """Lower-case names of the tables and views matching `pattern`."""
+        return {str(r[1]).lower() for r in self.runner.fetch(S.show_tables(schema, pattern))}
+
+    def branches_exist(self, tables: ChainTables) -> bool:
+        """Both branches exist (one listing: `|` separates alternatives in SHOW TABLES LIKE)."""
+        names = self.names_like(tables.snapshot.schema,
+                                f"{tables.snapshot.identifier}|{tables.delta.identifier}")
+        return {tables.snapshot.identifier.lower(), tables.delta.identifier.lower()} <= names
+
+    def describe(self, relation: Any) -> list[tuple[str, str]]:
+        out = []
+        for row in self.runner.fetch(S.describe_table(str(relation))):
+            name = (row[0] or "").strip()
+            if not name or name.startswith("#"):
+                break
+            out.append((name, str(row[1]).strip()))
+        return out
+
+    def describe_query(self, sql: str) -> list[tuple[str, str]]:
+        return [(str(r[0]).strip(), str(r[1]).strip())
+                for r in self.runner.fetch(S.describe_query(sql))
+                if r[0] and not str(r[0]).startswith("#")]
+
+    def properties(self, relation: Any) -> dict[str, str]:
+        return {str(r[0]): str(r[1]) for r in self.runner.fetch(S.show_properties(str(relation)))}
+
+    def partition_paths(self, relation: Any) -> list[str]:
+        return [str(r[0]) for r in self.runner.fetch(S.show_partitions(str(relation)))]
+
+    def partitions(self, relation: Any, partition_by: Sequence[str]) -> list[Values]:
+        return [parse_partition_path(p, partition_by) for p in self.partition_paths(relation)]
+
+    def partition_versions(self, relation: Any) -> list[str] | None:
+        """The values of a one-column partitioned table's partitions (the mapping table's
+        versions), None when it does not exist."""
+        try:
+            return [p.split("=", 1)[1] for p in self.partition_paths(relation)]
+        except DbtRuntimeError:
+            return None
+
+    def formatted(self, relation: Any, columns: Sequence[str] = (),
+                  values: Sequence[str] = ()) -> dict[str, str]:
+        """DESCRIBE FORMATTED's detail rows (Location, Provider, Num Buckets, ...) of a table,
+        or of one of its partitions when `columns` and `values` are given."""
+        out: dict[str, str] = {}
+        partition = (columns, values) if columns else None
+        for row in self.runner.fetch(S.describe_formatted(str(relation), partition)):
+            key = str(row[0] or "").strip()
+            if key and key not in out:
+                out[key] = str(row[1] or "").strip()
+        return out
+
+    def location(self, relation: Any) -> str:
+        info = self.formatted(relation)
+        if "Location" not in info:
+            raise ChainPlanError(f"{relation}: no location in DESCRIBE FORMATTED")
+        return info["Location"]
+
+    def partition_location(self, relation: Any, columns: Sequence[str], values: Values) -> str:
+        info = self.formatted(relation, columns, values)
+        if "Location" not in info:
+            raise ChainPlanError(f"{relation}: no location for partition "
+                                 f"{format_partition(columns, values)}")
+        return info["Location"]
+
+    # ---- a chain table ------------------------------------------------------------------------
+    def load(self, relation: BaseRelation) -> Loaded:
+        tables = ChainTables.of(relation)
+        if not self.exists(tables.snapshot):
+            raise ChainConfigError(
+                f"'{relation}' is not a chain table: {tables.snapshot} does not exist "
+                "(run the chain_incremental model first)")
+        return self.loaded(tables, self.properties(tables.snapshot),
+                           self.describe(tables.snapshot))
+
+    def loaded(self, tables: ChainTables, props: Mapping[str, str],
+               columns: Sequence[tuple[str, str]]) -> Loaded:
+        """The chain's state from its properties and columns (already read) and both branches'
+        partitions (listed now)."""
+        opts = ChainOptions.from_properties(str(tables.snapshot), props)
+        return Loaded(tables, opts, tuple(columns), dict(props),
+                      tuple(self.partitions(tables.snapshot, opts.partition_by)),
+                      tuple(self.partitions(tables.delta, opts.partition_by)))
+
+    # ---- properties of the snapshot branch ----------------------------------------------------
+    def set_properties(self, relation: Any, props: Mapping[str, str]) -> None:
+        self.runner.run(S.set_properties(str(relation), props))
+
+    def set_stale(self, tables: ChainTables, stale: Mapping[str, str]) -> None:
+        self.set_properties(tables.snapshot, {P_STALE: stale_to_property(stale)})
+
+    def set_history(self, tables: ChainTables, history: Mapping[str, str]) -> None:
+        self.set_properties(tables.snapshot, {P_HISTORY_START: stale_to_property(history)})

@@ -1,0 +1,208 @@
+"""Writing partitions safely: the lock, the atomic partition switch, recovery after a crash and
+the removal of directories nothing references any more (safety.py holds the pure parts and
+docs/design.md#crash-safety-and-locking the reasoning)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+from dbt.adapters.base.relation import BaseRelation
+
+from dbt.adapters.chaintable import safety
+from dbt.adapters.chaintable.catalog import SCRATCH_PATTERN, Catalog, ChainTables, Loaded
+from dbt.adapters.chaintable.planner import (
+    ChainPlanError,
+    Values,
+    format_partition,
+    parse_partition_path,
+)
+from dbt.adapters.chaintable.runner import logger
+from dbt.adapters.chaintable.sql import statements as S
+
+
+def _columns_of(path: str) -> list[str]:
+    """The partition columns a path names, in its order ('region=CN/dt=X' -> [region, dt])."""
+    return [kv.split("=", 1)[0] for kv in path.split("/")]
+
+
+class Publisher:
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        self.run = catalog.runner.run
+        # {lock view: dbt invocation holding it}: a nested operation of the same invocation (a
+        # run's automatic expiration) does not take the lock again
+        self._held: dict[str, str] = {}
+
+    # ---- the lock -----------------------------------------------------------------------------
+    @contextmanager
+    def locked(self, tables: ChainTables, operation: str) -> Iterator[None]:
+        key, me = str(tables.lock), safety.Owner.me()
+        if self._held.get(key) == me.invocation:
+            yield
+            return
+        self._acquire(tables, operation, me)
+        self._held[key] = me.invocation
+        try:
+            self.recover(tables)
+            yield
+        except safety.SimulatedCrash:
+            self._held.pop(key, None)
+            raise
+        except Exception:
+            self._held.pop(key, None)
+            try:
+                self.recover(tables)  # a refused or failed write leaves nothing behind
+            finally:
+                self.run(S.drop_view(str(tables.lock)))
+            raise
+        self._held.pop(key, None)
+        self.run(S.drop_view(str(tables.lock)))
+
+    def _acquire(self, tables: ChainTables, operation: str, me: safety.Owner) -> None:
+        now = dt.datetime.now().replace(microsecond=0)
+        props = {safety.P_OWNER: me.text(), safety.P_SINCE: now.strftime(safety.TS),
+                 safety.P_OPERATION: operation}
+        for attempt in (1, 2):
+            try:
+                self.run(S.create_lock_view(str(tables.lock), props))
+                return
+            except Exception:
+                if not self.catalog.exists(tables.lock):
+                    raise
+                holder = self.catalog.properties(tables.lock)
+                why = safety.lock_is_stale(holder, me, now)
+                if why is None or attempt == 2:
+                    raise ChainPlanError(
+                        f"{tables.view} is locked: {safety.lock_holder_text(holder)} is writing "
+                        f"it, so this {operation} did not start and wrote nothing; retry when it "
+                        f"is done (if that process is gone for good: DROP VIEW {tables.lock})"
+                    ) from None
+                logger.info(f"{tables.view}: breaking the lock of "
+                            f"{safety.lock_holder_text(holder)}: {why}")
+                self.run(S.drop_view(str(tables.lock)))
+
+    # ---- recovery -----------------------------------------------------------------------------
+    def recover(self, tables: ChainTables) -> None:
+        """Remove what an unfinished write left: its scratch tables and every directory of theirs
+        that no partition of the branches references. Referenced ones were published: keep."""
+        present = self.catalog.names_like(tables.view.schema,
+                                          tables.view.identifier + SCRATCH_PATTERN)
+        garbage: list[str] = []
+        for rel in (tables.stage, tables.pub):
+            if rel.identifier.lower() not in present:
+                continue
+            props = self.catalog.properties(rel)
+            target = props.get(safety.P_TARGET)
+            if target:
+                garbage += self._unpublished(rel, target)
+                garbage += self._switched_away(target,
+                                               json.loads(props.get(safety.P_REPLACES, "{}")))
+            self.run(S.drop_table(str(rel)))
+        if garbage or tables.gc.identifier.lower() in present:
+            self.gc(tables, garbage)
+
+    def _unpublished(self, rel: BaseRelation, target: str) -> list[str]:
+        """Directories of a leftover staging table that its target does not reference."""
+        cat = self.catalog
+        root = cat.location(rel)
+        parts = cat.partition_paths(rel)
+        cols = _columns_of(parts[0]) if parts else []
+        target_parts = set(cat.partition_paths(target))
+
+        def where(table: str, path: str) -> str:
+            return cat.partition_location(table, cols, parse_partition_path(path, cols))
+
+        referenced = [p for p in parts if p in target_parts and where(target, p) == where(str(rel), p)]
+        if not referenced:
+            return [root]
+        return [where(str(rel), p) for p in parts if p not in referenced]
+
+    def _switched_away(self, target: str, replaced: Mapping[str, str]) -> list[str]:
+        """Directories a crashed publish had already switched partitions away from."""
+        out = []
+        current = set(self.catalog.partition_paths(target)) if replaced else set()
+        for path, old_dir in replaced.items():
+            cols = _columns_of(path)
+            if (path not in current or self.catalog.partition_location(
+                    target, cols, parse_partition_path(path, cols)) != old_dir):
+                out.append(old_dir)
+        return out
+
+    def gc(self, tables: ChainTables, dirs: Sequence[str]) -> None:
+        """Delete directories no partition references any more: attach each to a partition of
+        a managed scratch table, then drop those partitions (which deletes their directories).
+        Partitions already there were attached by a run that crashed before dropping them."""
+        gc = str(tables.gc)
+        self.run(S.create_gc_table(gc))
+        pending = [p.split("=", 1)[1] for p in self.catalog.partition_paths(gc)]
+        stamp = safety.new_run_id()
+        names = [f"{stamp}-{i}" for i in range(len(dirs))]
+        self.run(S.add_partitions(gc, ["d"], [([n], d) for n, d in zip(names, dirs, strict=True)]))
+        self.run(S.drop_partitions(gc, ["d"], [[n] for n in pending + names]))
+        self.run(S.drop_table(gc))
+
+    def drop_scratch(self, tables: ChainTables) -> None:
+        """What is left of a run's stage after the publish (which drops a published stage): a
+        first run's managed stage, or the raw rows of a merged snapshot write, never published."""
+        if self.catalog.exists(tables.stage):
+            raw = (self.catalog.location(tables.stage)
+                   if self.catalog.properties(tables.stage).get(safety.P_TARGET) else None)
+            self.run(S.drop_table(str(tables.stage)))
+            if raw:
+                self.gc(tables, [raw])
+
+    # ---- publishing ---------------------------------------------------------------------------
+    def create_pub(self, target: BaseRelation, loaded: Loaded, source_sql: str,
+                   parts: Sequence[Values], run_id: str) -> None:
+        """Merged rows in a fresh directory below `target`, laid out (format, buckets) like it,
+        every partition of `parts` present (empty if the merge left no row), ready to publish."""
+        pub = str(loaded.tables.pub)
+        self.run(S.drop_table(pub))
+        renderer = loaded.renderer()
+        info = self.catalog.formatted(target)
+        buckets = int(info.get("Num Buckets") or 0)
+        bucket_cols = [c.strip(" `") for c in info.get("Bucket Columns", "").strip("[]").split(",")
+                       if c.strip(" `")]
+        self.run(S.create_table(
+            pub, loaded.columns, loaded.opts.partition_by, {safety.P_TARGET: str(target)},
+            file_format=info.get("Provider", "parquet"),
+            location=safety.version_location(info["Location"], run_id),
+            clustered_by=bucket_cols if buckets > 0 else (),
+            buckets=buckets if buckets > 0 else None))
+        if len(parts) == 1:  # one partition (one group): its rows carry its values
+            self.run(renderer.insert_overwrite(pub, source_sql, only=parts[0]))
+            return
+        self.run(renderer.insert_overwrite(pub, source_sql))
+        present = set(self.catalog.partitions(pub, loaded.opts.partition_by))
+        for part in parts:
+            if part not in present:
+                self.run(renderer.empty_partition(pub, part))
+
+    def publish(self, target: BaseRelation, source: BaseRelation, partition_by: Sequence[str],
+                parts: Sequence[Values], existing: Sequence[Values]) -> None:
+        """Switch each partition of `target` to its new directory in `source`: one metastore
+        operation per partition (atomic for readers). Old directories are deleted afterwards."""
+        cat, have = self.catalog, set(existing)
+        replaced = {format_partition(partition_by, part):
+                    cat.partition_location(target, partition_by, part)
+                    for part in parts if part in have}
+        if replaced:  # so that recovery after a crash can delete the ones switched away from
+            cat.set_properties(source, {safety.P_REPLACES: json.dumps(replaced)})
+        added, old_dirs = [], []
+        for part in parts:
+            new_dir = cat.partition_location(source, partition_by, part)
+            if part in have:
+                old_dirs.append(replaced[format_partition(partition_by, part)])
+                self.run(S.set_partition_location(str(target), partition_by, part, new_dir))
+                safety.failpoint("publish.first")
+            else:
+                added.append((part, new_dir))
+        self.run(S.add_partitions(str(target), partition_by, added))
+        safety.failpoint("publish.done")
+        self.run(S.drop_table(str(source)))  # external: its published files stay
+        if old_dirs:  # nothing switched away: nothing to delete (the lock's recovery already
+            # collected what a crashed writer left in the scratch table)
+            self.gc(ChainTables.of_branch(target), old_dirs)

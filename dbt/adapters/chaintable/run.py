@@ -1,0 +1,321 @@
+"""One chain_incremental run: decide the branch, stage the model's rows, check them, plan the
+partitions written, publish them, then record what they invalidate, refresh the view and expire.
+Each step returns an immutable value the next one reads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dbt.adapters.base.relation import BaseRelation
+
+from dbt.adapters.chaintable import checks, safety
+from dbt.adapters.chaintable.catalog import Catalog, ChainTables, Loaded
+from dbt.adapters.chaintable.config import ModelSettings
+from dbt.adapters.chaintable.maintenance import Maintenance
+from dbt.adapters.chaintable.options import P_BRANCH, ChainConfigError, ChainOptions
+from dbt.adapters.chaintable.planner import ChainState, Values
+from dbt.adapters.chaintable.publish import Publisher
+from dbt.adapters.chaintable.runner import logger
+from dbt.adapters.chaintable.sql import statements as S
+from dbt.adapters.chaintable.sql.render import Renderer
+from dbt.adapters.chaintable.view import ViewWriter
+
+Columns = Sequence[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class ChainRun:
+    """What chain_prepare decided; the materialization hands it to chain_execute."""
+
+    settings: ModelSettings
+    tables: ChainTables
+    branch: str
+    full_refresh: bool
+    exists: bool
+    empty: bool = False  # dbt run --empty: refs and sources give no rows; no empty partitions
+
+    @property
+    def model(self) -> str:
+        return self.settings.model
+
+    @property
+    def opts(self) -> ChainOptions:
+        return self.settings.opts
+
+    @property
+    def publishes(self) -> bool:
+        """Writes to an existing chain are published (crash safe); a first run or full refresh
+        builds new tables, which a rerun rebuilds."""
+        return self.exists and not self.full_refresh
+
+    @property
+    def target(self) -> BaseRelation:
+        return self.tables.branch(self.branch)
+
+    @property
+    def relations(self) -> list[BaseRelation]:
+        return [self.tables.view, self.tables.snapshot, self.tables.delta]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Where the model's rows were staged: on an existing chain, an external table in a fresh
+    directory `location` below the target branch, in the target's file format."""
+
+    run_id: str = ""
+    location: str = ""
+    provider: str = "parquet"
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    loaded: Loaded  # the catalog as the plan read it: only the publish changes it, by `written`
+    stage_columns: tuple[tuple[str, str], ...]
+    staged: tuple[Values, ...]  # partitions with rows
+    empties: tuple[Values, ...]  # chain_partition's "no changes" partitions
+    written: tuple[Values, ...]
+
+
+def table_order(cols: Columns, opts: ChainOptions) -> list[tuple[str, str]]:
+    """Spark keeps partition columns last, in partition_by order."""
+    by_name = {c.lower(): (c, t) for c, t in cols}
+    parts = [by_name[p.lower()] for p in opts.partition_by]
+    pset = {p.lower() for p in opts.partition_by}
+    return [(c, t) for c, t in cols if c.lower() not in pset] + parts
+
+
+def snapshot_write_needs_merge(opts: ChainOptions) -> bool:
+    """A model's rows written to the snapshot branch are raw input: they need merging when a
+    key may have several rows in a partition (allowed with a sequence or rowkind field;
+    otherwise the stage checks refuse them) and always for aggregation (count counts rows)."""
+    return bool(opts.rowkind_field or opts.sequence_field or opts.merge_engine == "aggregation")
+
+
+def empty_partitions(settings: ModelSettings, state: ChainState,
+                     staged: Sequence[Values]) -> list[Values]:
+    """With chain_partition, every known group without rows gets an empty partition there."""
+    spec, opts = settings.chain_partition, settings.opts
+    if not spec:
+        return []
+    chain = tuple(spec[c] for c in opts.chain_keys)
+    groups = set(state.groups()) | {state.split(p)[0] for p in staged}
+    gfilter = {i: spec[c] for i, c in enumerate(opts.group_keys) if c in spec}
+    if len(gfilter) == state.n_group:
+        groups.add(tuple(spec[c] for c in opts.group_keys))
+    targets = {g + chain for g in groups if all(g[i] == v for i, v in gfilter.items())}
+    return sorted(targets - set(staged))
+
+
+class RunFlow:
+    def __init__(self, catalog: Catalog, publisher: Publisher, views: ViewWriter,
+                 maintenance: Maintenance):
+        self.catalog, self.publisher, self.views = catalog, publisher, views
+        self.maintenance = maintenance
+        self.run = catalog.runner.run
+
+    # ---- before the model's SQL runs ------------------------------------------------------------
+    def prepare(self, relation: BaseRelation, model: str, config: Mapping[str, Any],
+                full_refresh: bool, full_refresh_flag: bool, empty: bool,
+                existing: Callable[[], BaseRelation | None],
+                drop: Callable[[BaseRelation], None]) -> ChainRun:
+        """Validate the config and decide which branch this run writes
+        (docs/design.md#branches-and-relations). `empty` is dbt's --empty: the model's refs and
+        sources give no rows, so the run checks and creates the relations and writes only what
+        the model still returns; it adds none of chain_partition's empty "no changes"
+        partitions (they would replace the day's real deltas with nothing) and expires nothing.
+        `existing` finds what `relation` is in dbt's cache, `drop` drops it."""
+        settings = ModelSettings.from_config(model, config)
+        tables = ChainTables.of(relation)
+        exists = self.catalog.branches_exist(tables)
+        if exists and full_refresh_flag and not full_refresh:
+            loaded = self.catalog.load(relation)
+            logger.info(f"chain_incremental model '{model}': full_refresh is false in its "
+                        f"config, so --full-refresh is ignored; it would have dropped "
+                        f"{len(loaded.snapshots)} snapshot and {len(loaded.deltas)} delta "
+                        "partitions")
+        if exists and not full_refresh:
+            stored = ChainOptions.from_properties(str(tables.snapshot),
+                                                  self.catalog.properties(tables.snapshot))
+            changed = settings.opts.structural_differences(stored)
+            if changed:
+                desc = "; ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
+                raise ChainConfigError(
+                    f"chain_incremental model '{model}': {desc} changes how stored partitions "
+                    "are read; run with --full-refresh to rebuild the chain table")
+        current = existing()
+        if current is not None and not current.is_view:
+            if not full_refresh:
+                raise ChainConfigError(
+                    f"chain_incremental model '{model}': {relation} exists as a {current.type}, "
+                    "not a chain view; run with --full-refresh to replace it")
+            drop(current)
+        # chain_branch forces the branch, on a first run too: deltas may come before any
+        # snapshot (read rule 3 reads a group without one), as in Paimon, where a delta branch
+        # is written whether or not the snapshot branch holds anything yet
+        branch = settings.chain_branch or ("snapshot" if (not exists or full_refresh)
+                                           else "delta")
+        logger.info(f"chain_incremental model '{model}': writing the {branch} branch"
+                    + (" (full refresh)" if full_refresh and exists else ""))
+        return ChainRun(settings, tables, branch, full_refresh, exists, empty=bool(empty))
+
+    def is_incremental(self, relation: BaseRelation, config: Mapping[str, Any],
+                       full_refresh: bool) -> bool:
+        if full_refresh or dict(config).get("chain_branch") == "snapshot":
+            return False
+        return self.catalog.branches_exist(ChainTables.of(relation))
+
+    # ---- the run ----------------------------------------------------------------------------------
+    def execute(self, run: ChainRun, compiled_code: str) -> str:
+        """The whole run under the table's lock: stage the model's rows, check them, publish
+        them partition by partition, then invalidate, refresh the view and expire."""
+        with self.publisher.locked(run.tables, f"run of model '{run.model}'"):
+            stage = self._stage(run, compiled_code)
+            safety.failpoint("run.staged")
+            plan = self._plan(run)
+            stage_dropped = self._write(run, stage, plan)
+            self._finish(run, plan, stage_dropped)
+        return f"OK: {len(plan.written)} {run.branch} partition(s)"
+
+    def _create(self, run: ChainRun, rel: BaseRelation, cols: Columns, props: Mapping[str, str],
+                location: str | None = None, as_select: str | None = None,
+                provider: str | None = None) -> str:
+        s = run.settings
+        return S.create_table(str(rel), cols, s.opts.partition_by, {**s.tblproperties, **props},
+                              file_format=provider or s.file_format,
+                              location=location or s.location_of(rel.identifier),
+                              clustered_by=s.clustered_by, buckets=s.buckets, as_select=as_select)
+
+    def _stage(self, run: ChainRun, compiled_code: str) -> Stage:
+        """The model's rows, once. On an existing chain the stage is an external table in a
+        fresh directory below the target branch, partitioned like it: after the checks its
+        partitions are published as they are (safety.py). A first run or full refresh stages a
+        plain table."""
+        cols = self.catalog.describe_query(compiled_code)
+        run.opts.validate_columns(run.model, [c for c, _ in cols])  # before anything is written
+        # no stage is left over: taking the lock ran the recovery, which drops it
+        if not run.publishes:
+            self.run(S.create_scratch_as(str(run.tables.stage), compiled_code))
+            return Stage()
+        info = self.catalog.formatted(run.target)
+        stage = Stage(safety.new_run_id(), info["Location"], info.get("Provider", "parquet"))
+        self.run(self._create(run, run.tables.stage, [], {safety.P_TARGET: str(run.target)},
+                              location=safety.version_location(stage.location, stage.run_id),
+                              as_select=compiled_code, provider=stage.provider))
+        return stage
+
+    def _plan(self, run: ChainRun) -> WritePlan:
+        """Check the staged rows (refused: nothing published), create the branches on a first
+        run, and decide the partitions this run writes (the model's and the empty ones)."""
+        tables, opts, cat = run.tables, run.opts, self.catalog
+        stage_cols = cat.describe(tables.stage)
+        staged = checks.check_stage(cat, run.settings, str(tables.stage), stage_cols)
+        checks.check_partition_times(run.settings, staged)
+        props = opts.to_properties()
+        if run.full_refresh and run.exists:
+            old = cat.load(tables.view)
+            logger.info(f"full refresh of '{run.model}': dropping {len(old.snapshots)} snapshot "
+                        f"and {len(old.deltas)} delta partitions")
+        if not run.publishes:
+            self.run(S.drop_view(str(tables.view)))
+            for rel in (tables.snapshot, tables.delta, tables.cmap):
+                self.run(S.drop_table(str(rel)))
+            ordered = table_order(stage_cols, opts)
+            for branch in ("snapshot", "delta"):
+                self.run(self._create(run, tables.branch(branch), ordered,
+                                      {**props, P_BRANCH: branch}))
+            loaded = cat.load(tables.view)
+        else:
+            columns = table_order(stage_cols, opts)
+            stored_cols = cat.describe(tables.snapshot)
+            added, message = checks.schema_change(run.settings, str(tables.delta), columns,
+                                                  stored_cols)
+            if added:
+                for rel in (tables.snapshot, tables.delta):
+                    self.run(S.add_columns(str(rel), added))
+                stored_cols = cat.describe(tables.snapshot)
+            if message:
+                logger.info(message)
+            stored = cat.properties(tables.snapshot)  # under the lock: current
+            if any(stored.get(k) != v for k, v in props.items()):  # a config option changed
+                for rel in (tables.snapshot, tables.delta):
+                    cat.set_properties(rel, props)
+            # the catalog as it now is, from what this run read and wrote: no second listing
+            loaded = cat.loaded(tables, {**stored, **props}, stored_cols)
+        state = loaded.state()
+        if run.branch == "delta":
+            early = [p for p in staged if state.before_history(p, loaded.history())]
+            if early:
+                raise ChainConfigError(
+                    f"chain_incremental model '{run.model}': delta partition "
+                    f"{run.settings.layout.path(early[0])} is at or before the oldest "
+                    "snapshot that expiration kept in its group; the history it would change is "
+                    "gone, so the day cannot be rewritten (write it with chain_branch='snapshot' "
+                    "as a full state instead); nothing was written")
+        empties = [] if run.empty else empty_partitions(run.settings, state, staged)
+        written = sorted(set(staged) | set(empties))
+        logger.info(f"'{run.model}': {len(staged)} partition(s) with rows, {len(empties)} empty "
+                    f"partition(s) to the {run.branch} branch"
+                    + (" (--empty: no empty partitions)" if run.empty else ""))
+        return WritePlan(loaded, tuple(stage_cols), tuple(staged), tuple(empties), tuple(written))
+
+    def _write(self, run: ChainRun, stage: Stage, plan: WritePlan) -> bool:
+        """Write or publish the planned partitions; True when the publish dropped the stage."""
+        tables, opts, loaded = run.tables, run.opts, plan.loaded
+        renderer = loaded.renderer()
+        target = run.target
+        before = loaded.snapshots if run.branch == "snapshot" else loaded.deltas
+        source = renderer.select_all(str(tables.stage))
+        merge = run.branch == "snapshot" and snapshot_write_needs_merge(opts)
+        if merge:
+            source = renderer.batch_merge(source)
+        if not run.publishes:  # first run / full refresh: the tables are new, nothing to protect
+            for part in plan.empties:
+                self.run(renderer.empty_partition(str(target), part))
+            self.run(renderer.insert_overwrite(str(target), source))
+            return False
+        if merge:  # the stage holds raw rows: publish the merged ones from a table of their own
+            self.publisher.create_pub(target, loaded, source, plan.written, stage.run_id + "-m")
+            self.publisher.publish(target, tables.pub, opts.partition_by, plan.written,
+                                   existing=before)
+            return False
+        stage_renderer = Renderer(opts, [c for c, _ in table_order(plan.stage_columns, opts)],
+                                  dict(plan.stage_columns), str(tables.stage), "")
+        for part in plan.empties:
+            self.run(stage_renderer.empty_partition(str(tables.stage), part))
+        self.publisher.publish(target, tables.stage, opts.partition_by, plan.written,
+                               existing=before)
+        return True
+
+    def _finish(self, run: ChainRun, plan: WritePlan, stage_dropped: bool) -> None:
+        """After the publish: record stale snapshots, point the view at the new state, then drop
+        the snapshots a rewritten delta invalidates (the view no longer reads them), drop the
+        stage, and expire when configured and due."""
+        tables, lay = run.tables, plan.loaded.layout
+        # a publish switched or added exactly `plan.written` in the target branch and changed no
+        # properties or columns; a first run's new tables are read again
+        loaded = (plan.loaded.with_published(run.branch, plan.written) if run.publishes
+                  else self.catalog.load(tables.view))
+        state = loaded.state()
+        stale = loaded.stale()
+        invalidated: list[Values] = []
+        if run.branch == "delta":
+            invalidated = [p for p in plan.written if p in state.snapshots]
+            for snap, delta in state.stale_after_delta_write(plan.written).items():
+                stale[lay.path(snap)] = lay.path(delta)
+        else:
+            written = {lay.path(p) for p in plan.written}
+            stale = {k: v for k, v in stale.items() if k not in written}
+        if stale != loaded.stale():
+            self.catalog.set_stale(tables, stale)
+        self.views.refresh(loaded, state.without(snapshots=invalidated))
+        safety.failpoint("run.view")
+        if invalidated:
+            logger.info(f"'{run.model}': rewritten delta partition(s) invalidate snapshot "
+                        f"partition(s) {[lay.path(p) for p in invalidated]}")
+            self.run(loaded.renderer().drop_partitions(str(tables.snapshot), invalidated))
+        if not stage_dropped:
+            self.publisher.drop_scratch(tables)
+        if run.opts.expiration_enabled and not run.empty:
+            self.maintenance.auto_expire(tables.view)

@@ -1,0 +1,43 @@
+"""Quoting: the one place that turns names and values into SQL text."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+_STRINGS = ("string",)
+
+
+def q(name: str) -> str:
+    """A column name as a back-quoted identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def string(text: object) -> str:
+    """A single-quoted Spark SQL string literal (also for paths and property values)."""
+    return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def cols_sql(columns: Sequence[str], alias: str | None = None) -> str:
+    """A column list, each name quoted, optionally qualified by a table alias."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + q(c) for c in columns)
+
+
+def literal(value: str, spark_type: str = "string") -> str:
+    """A typed SQL literal for a partition value (constant-folded, so pruning still works)."""
+    t = spark_type.lower()
+    if t in _STRINGS or t.startswith("varchar") or t.startswith("char"):
+        return string(value)
+    return f"CAST({string(value)} AS {spark_type})"
+
+
+def spec_sql(columns: Sequence[str], values: Sequence[str]) -> str:
+    """The body of a static `PARTITION (...)` clause. Spark takes only constants there and
+    converts a string to the partition column's type, so every value is a quoted string (a
+    `CAST(...)`, right in a predicate, is a syntax error in a spec)."""
+    return ", ".join(f"{q(c)} = {string(v)}" for c, v in zip(columns, values, strict=False))
+
+
+def properties_sql(props: Mapping[str, str]) -> str:
+    """The body of a TBLPROPERTIES clause, keys sorted."""
+    return ", ".join(f"{string(k)} = {string(v)}" for k, v in sorted(props.items()))
