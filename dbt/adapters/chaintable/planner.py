@@ -94,16 +94,11 @@ class ReadPlan:
     anchor: Optional[Values] = None
     deltas: Tuple[Values, ...] = ()
 
-    @property
-    def chain_length(self) -> int:
-        return len(self.deltas)
-
 
 @dataclass(frozen=True)
 class CompactionPlan:
     chain: Values
     writes: Tuple[ReadPlan, ...]
-    existing: Tuple[Values, ...]  # groups whose snapshot branch already has the partition
     kept: Tuple[Values, ...]  # overwrite: groups with a snapshot and no delta at the partition
     message: str
 
@@ -263,9 +258,6 @@ class ChainState:
         return [p for p in plans if p is not None]
 
     # ---- compaction (SPEC §3) ---------------------------------------------------------------
-    def history_start_of(self, group: Values, history: Mapping[Values, Values]) -> Optional[Values]:
-        return history.get(tuple(group))
-
     def before_history(self, part: Values, history: Mapping[Values, Values]) -> bool:
         """True when `part` is at or before the oldest snapshot expiration kept in its group:
         the full state there is that snapshot alone, so a delta written there (or a rebuild of
@@ -283,7 +275,7 @@ class ChainState:
         with_delta = [g for g in groups if g + chain in self.deltas]
         if existing and not overwrite:
             where = ", ".join(self.describe_group(g) for g in existing)
-            return CompactionPlan(chain, (), existing, (), (
+            return CompactionPlan(chain, (), (), (
                 f"snapshot branch already has partition {label} ({where}); nothing written "
                 "(use overwrite: true to recompute it)"))
         writes = tuple(p for p in (self.plan_read(g, chain, use_snapshot=False)
@@ -297,8 +289,8 @@ class ChainState:
             label += (" (kept for " + ", ".join(self.describe_group(g) for g in guarded)
                       + ": expiration dropped the history before it, it cannot be rebuilt)")
         if not writes:
-            return CompactionPlan(chain, (), existing, kept, f"no data to compact for {label}")
-        return CompactionPlan(chain, writes, existing, kept,
+            return CompactionPlan(chain, (), kept, f"no data to compact for {label}")
+        return CompactionPlan(chain, writes, kept,
                               f"compacting {label} into the snapshot branch for "
                               f"{len(writes)} group(s)")
 
