@@ -166,17 +166,17 @@ def _ranked(opts: ChainOptions, columns: Sequence[str], source_sql: str, keys: S
 
 # ---- the engines --------------------------------------------------------------------------------
 def _pick_one(opts: ChainOptions, columns: Sequence[str], source_sql: str,
-              keys: Sequence[str]) -> str:
-    """deduplicate: the latest row, dropped when it is a -U/-D. first-row: the earliest row
-    (its -U/-D were dropped in `_prepared`)."""
+              keys: Sequence[str], keep_deletes: bool = False) -> str:
+    """deduplicate: the latest row, dropped when it is a -U/-D (kept with `keep_deletes`).
+    first-row: the earliest row (its -U/-D were dropped in `_prepared`)."""
     latest = opts.merge_engine != "first-row"
     ranked = _ranked(opts, columns, source_sql, keys, latest_first=latest)
-    keep = f"{ORD} = 1" + (f" AND NOT {RETRACT}" if latest else "")
+    keep = f"{ORD} = 1" + (f" AND NOT {RETRACT}" if latest and not keep_deletes else "")
     return f"SELECT {cols_sql(columns)} FROM ({ranked}) __r WHERE {keep}"
 
 
 def _partial_update(opts: ChainOptions, columns: Sequence[str], source_sql: str,
-                    keys: Sequence[str]) -> str:
+                    keys: Sequence[str], keep_deletes: bool = False) -> str:
     """Per column the latest non-null value in merge order, over the rows that count:
     - partial_update_ignore_delete: -U/-D rows are ignored (dropped in `_prepared`);
     - partial_update_remove_record_on_delete: a -D ends the record: only rows after the key's
@@ -185,7 +185,9 @@ def _partial_update(opts: ChainOptions, columns: Sequence[str], source_sql: str,
       resetting on it would drop every column the +U leaves NULL;
     - neither: -U/-D rows are refused (`refusal`).
     The sequence and rowkind fields are merged like any column (latest non-null), so a merged
-    row carries the highest sequence and the kind (+I/+U) of its latest row."""
+    row carries the highest sequence and the kind (+I/+U) of its latest row.
+    `keep_deletes`: a key whose record a -D ended gives a row whose rowkind field is '-D' (its
+    other values those of the rows after the -D, none) instead of no row."""
     ranked = _ranked(opts, columns, source_sql, keys, latest_first=False)
     counted = f"NOT {RETRACT}"
     if opts.remove_record_on_delete and not opts.ignore_delete:
@@ -193,11 +195,22 @@ def _partial_update(opts: ChainOptions, columns: Sequence[str], source_sql: str,
                   f"(PARTITION BY {_keys(keys)}) AS {RESET} FROM ({ranked}) __d")
         counted += f" AND {ORD} > coalesce({RESET}, 0)"
     key_set = _lower(keys)
-    exprs = [q(c) if c.lower() in key_set else
-             f"max_by({q(c)}, CASE WHEN {q(c)} IS NOT NULL THEN {ORD} END) AS {q(c)}"
-             for c in columns]
-    return (f"SELECT {', '.join(exprs)} FROM ({ranked}) __r WHERE {counted} "
-            f"GROUP BY {_keys(keys)}")
+    if not keep_deletes:
+        exprs = [q(c) if c.lower() in key_set else
+                 f"max_by({q(c)}, CASE WHEN {q(c)} IS NOT NULL THEN {ORD} END) AS {q(c)}"
+                 for c in columns]
+        return (f"SELECT {', '.join(exprs)} FROM ({ranked}) __r WHERE {counted} "
+                f"GROUP BY {_keys(keys)}")
+    exprs = []
+    for c in columns:
+        if c.lower() in key_set:
+            exprs.append(q(c))
+            continue
+        expr = f"max_by({q(c)}, CASE WHEN {counted} AND {q(c)} IS NOT NULL THEN {ORD} END)"
+        if opts.rowkind_field and c.lower() == opts.rowkind_field.lower():
+            expr = f"CASE WHEN count_if({counted}) = 0 THEN {string('-D')} ELSE {expr} END"
+        exprs.append(f"{expr} AS {q(c)}")
+    return f"SELECT {', '.join(exprs)} FROM ({ranked}) __r GROUP BY {_keys(keys)}"
 
 
 def _aggregation(opts: ChainOptions, columns: Sequence[str], source_sql: str,
@@ -279,12 +292,14 @@ def _cast(expr: str, fn: str, column: str, types: Types) -> str:
 
 # ---- public API ---------------------------------------------------------------------------------
 def _merge(opts: ChainOptions, columns: Sequence[str], source_sql: str, keys: Sequence[str],
-           types: Types) -> str:
+           types: Types, keep_deletes: bool = False) -> str:
+    """One row per key; `keep_deletes` keeps a key the merge removes as a -U/-D row (the
+    cumulative delta's tombstone). Aggregation never removes a key."""
     if opts.merge_engine == "partial-update":
-        return _partial_update(opts, columns, source_sql, keys)
+        return _partial_update(opts, columns, source_sql, keys, keep_deletes)
     if opts.merge_engine == "aggregation":
         return _aggregation(opts, columns, source_sql, keys, types)
-    return _pick_one(opts, columns, source_sql, keys)
+    return _pick_one(opts, columns, source_sql, keys, keep_deletes)
 
 
 def merge_rows_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str,
@@ -318,7 +333,66 @@ def merge_sql(opts: ChainOptions, columns: Sequence[str], anchor_sql: Optional[s
     return f"{untouched} UNION ALL {_merge(opts, columns, contested, keys, types)}"
 
 
-# ---- checks on staged rows (impl._check_stage), before anything is written ----------------------
+# ---- the cumulative delta (cumulative.py) ----------------------------------------------------
+def _on(keys: Sequence[str], left: str, right: str) -> str:
+    return " AND ".join(f"{left}.{q(k)} = {right}.{q(k)}" for k in keys) or "true"
+
+
+def _distinct_keys(keys: Sequence[str], source_sql: str) -> str:
+    return f"(SELECT DISTINCT {cols_sql(keys) or 'true AS __chain_any'} FROM ({source_sql}) __dk)"
+
+
+def cumulative_build_sql(opts: ChainOptions, columns: Sequence[str], delta_sql: str,
+                         state_sql: Optional[str], anchor_sql: Optional[str],
+                         types: Types = None) -> str:
+    """The cumulative delta of a day: for every key in `delta_sql` (raw delta rows) or in
+    `state_sql` (the previous day's cumulative rows, each a key's merged state or tombstone),
+    the key's merged state, a removed key as its -U/-D row. A key of the deltas that the state
+    does not hold is merged with its `anchor_sql` row (None: no anchor, or one that cannot
+    change the result); keys of the state that the deltas do not touch are carried over."""
+    keys = list(opts.merge_keys)
+    touched = _distinct_keys(keys, delta_sql)
+    inputs = [f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e"]
+    if state_sql is not None:
+        # a live state row is merged state (like an anchor row: a count carries its value); a
+        # tombstone is the retraction that removed the key
+        inputs.append(f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')}, "
+                      f"NOT {is_retract(opts, '__s')} AS {ANCHOR} FROM ({state_sql}) __s "
+                      f"LEFT SEMI JOIN {touched} __t ON {_on(keys, '__s', '__t')}")
+    if anchor_sql is not None:
+        new_keys = touched
+        if state_sql is not None:
+            new_keys = (f"(SELECT * FROM {touched} __n LEFT ANTI JOIN "
+                        f"{_distinct_keys(keys, state_sql)} __o ON {_on(keys, '__n', '__o')})")
+        inputs.append(f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__a')}, true AS {ANCHOR} "
+                      f"FROM ({anchor_sql}) __a LEFT SEMI JOIN {new_keys} __t "
+                      f"ON {_on(keys, '__a', '__t')}")
+    merged = _merge(opts, columns, " UNION ALL ".join(inputs), keys, types, keep_deletes=True)
+    if state_sql is None:
+        return merged
+    carried = (f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
+               f"LEFT ANTI JOIN {touched} __t ON {_on(keys, '__s', '__t')}")
+    return f"{merged} UNION ALL {carried}"
+
+
+def cumulative_read_sql(opts: ChainOptions, columns: Sequence[str], anchor_sql: Optional[str],
+                        cumulative_sql: str, keys_sql: str) -> str:
+    """A day's full state from its anchor and its cumulative delta: the anchor rows whose key the
+    cumulative delta does not hold (its keys, one row each, from `keys_sql`, broadcast), and its
+    live rows."""
+    keys = list(opts.merge_keys)
+    live = (f"SELECT {cols_sql(columns)} FROM ({cumulative_sql}) __c "
+            f"WHERE NOT {is_retract(opts)}")
+    if anchor_sql is None:
+        return live
+    untouched = (f"SELECT /*+ BROADCAST(__k) */ {cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
+                 f"LEFT ANTI JOIN (SELECT {cols_sql(keys) or 'true AS __chain_any'} "
+                 f"FROM ({keys_sql}) __kk) __k "
+                 f"ON {_on(keys, '__a', '__k')}")
+    return f"{untouched} UNION ALL {live}"
+
+
+# ---- checks on staged rows (checks.check_stage), before anything is written ---------------------
 def _pk_null(opts: ChainOptions) -> str:
     """Predicate: a primary key column is NULL."""
     return " OR ".join(f"{q(c)} IS NULL" for c in opts.primary_key) or "false"

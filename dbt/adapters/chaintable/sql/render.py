@@ -5,7 +5,13 @@ from dataclasses import replace
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.chaintable.sql import statements
-from dbt.adapters.chaintable.sql.merge import merge_rows_sql, merge_sql
+from dbt.adapters.chaintable.cumulative import STAMP_COLUMN, Build
+from dbt.adapters.chaintable.sql.merge import (
+    cumulative_build_sql,
+    cumulative_read_sql,
+    merge_rows_sql,
+    merge_sql,
+)
 from dbt.adapters.chaintable.sql.quoting import cols_sql, literal, q, spec_sql, string
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import ReadPlan, Values
@@ -15,6 +21,7 @@ from dbt.adapters.chaintable.planner import ReadPlan, Values
 MAP_BRANCH = "ct__branch"
 MAP_VERSION = "ct__version"
 GUARD = "__chain_guard"  # the one column of a literal branch's guard (Renderer.merged)
+NONE: Mapping[Values, str] = {}  # no day served from the cumulative delta
 
 
 def target_col(chain_key: str) -> str:
@@ -35,12 +42,13 @@ class Renderer:
     """SQL for one chain table: its columns (table order), partition column types and branches."""
 
     def __init__(self, opts: ChainOptions, columns: Sequence[str], types: Mapping[str, str],
-                 snapshot: str, delta: str):
+                 snapshot: str, delta: str, cumulative: str = ""):
         self.opts = opts
         self.columns = list(columns)
         self.types = {k.lower(): v for k, v in types.items()}
         self.snapshot = snapshot
         self.delta = delta
+        self.cumulative = cumulative  # the cumulative delta table (cumulative.py)
 
     @property
     def data_columns(self) -> List[str]:
@@ -106,8 +114,11 @@ class Renderer:
                          for c in self.columns)
 
     # ---- reads ---------------------------------------------------------------------------
-    def merged(self, chain: Values, plans: Sequence[ReadPlan], guard: bool = False) -> str:
-        """Merged full state of delta-only partition `chain` for the groups of `plans`.
+    def merged(self, chain: Values, plans: Sequence[ReadPlan], guard: bool = False,
+               serving: Mapping[Values, str] = NONE) -> str:
+        """Merged full state of delta-only partition `chain` for the groups of `plans`: from
+        the anchor and the cumulative delta for the groups `serving` names (group + chain ->
+        stamp), merged on read from the anchor and the deltas for the others.
 
         `guard` (the view's literal branches): the merge hangs below an outer join with an
         empty one-row side, so that a query of another partition drops the whole branch before
@@ -123,18 +134,26 @@ class Renderer:
         after that filter has been placed, and the empty side removes the join itself before
         the physical plan: a query of this partition runs the merge alone, as without it (a
         literal `false` would be removed before the filter is placed)."""
-        anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
-        deltas = [p.group + d for p in plans for d in p.deltas]
-        anchor_sql = self.select(self.snapshot, anchors) if anchors else None
-        body = merge_sql(self.opts, self.columns, anchor_sql, self.select(self.delta, deltas),
-                         types=self.types)
+        served = [p for p in plans if p.group + p.chain in serving]
+        rest = [p for p in plans if p.group + p.chain not in serving]
+        bodies = []
+        if served:
+            bodies.append(self._cumulative_read(served, serving))
+        if rest:
+            anchors = [p.group + p.anchor for p in rest if p.anchor is not None]
+            deltas = [p.group + d for p in rest for d in p.deltas]
+            anchor_sql = self.select(self.snapshot, anchors) if anchors else None
+            bodies.append(merge_sql(self.opts, self.columns, anchor_sql,
+                                    self.select(self.delta, deltas), types=self.types))
+        body = " UNION ALL ".join(bodies)
         if guard:
             return (f"SELECT {self.relabel(chain)} FROM (SELECT 1 AS {GUARD}) __chain_one "
                     f"RIGHT OUTER JOIN ({body}) __m ON 1 = 0")
         return f"SELECT {self.relabel(chain)} FROM ({body}) __m"
 
     def view(self, layout: Tuple[Sequence[Tuple[Values, Sequence[ReadPlan]]], Sequence[ReadPlan]],
-             mapping: Optional[Tuple[str, str]] = None) -> str:
+             mapping: Optional[Tuple[str, str]] = None,
+             serving: Mapping[Values, str] = NONE) -> str:
         """Every partition of snapshot ∪ delta at its full state, laid out as the planner said
         (`ChainState.view_layout`: literal branches, mapped reads). Snapshot partitions are one
         branch however many there are; each literal chain value is a branch projecting its
@@ -171,7 +190,8 @@ class Renderer:
                 f"SELECT {cols_sql(self.columns, '__s')} FROM ({snapshot(upto, not_own)}) __s "
                 f"LEFT ANTI JOIN (SELECT DISTINCT {cols_sql(keys)} FROM "
                 f"{self._map_version(*mapping)}) __x ON {on}"]
-        branches += [self.merged(chain, plans, guard=True) for chain, plans in literal]
+        branches += [self.merged(chain, plans, guard=True, serving=serving)
+                     for chain, plans in literal]
         if mapped:
             branches.append(f"SELECT * FROM ({self.mapped_read(*mapping)}) __v WHERE {upto}")
         return "\nUNION ALL\n".join(branches)
@@ -249,7 +269,8 @@ class Renderer:
                            for p in parts)
         return f"({cols_sql(cols)}) IN ({tuples})"
 
-    def partition_read(self, plans: Sequence[ReadPlan]) -> str:
+    def partition_read(self, plans: Sequence[ReadPlan],
+                       serving: Mapping[Values, str] = NONE) -> str:
         """Full state of one chain partition for the groups in `plans` (chain_read)."""
         if not plans:
             return f"SELECT {cols_sql(self.columns)} FROM {self.snapshot} WHERE false"
@@ -257,8 +278,72 @@ class Renderer:
         snap = [p.group + p.chain for p in plans if p.from_snapshot]
         merged = [p for p in plans if not p.from_snapshot]
         parts = [self.select(self.snapshot, snap)] if snap else []
-        parts += [self.merged(chain, merged)] if merged else []
+        parts += [self.merged(chain, merged, serving=serving)] if merged else []
         return "\nUNION ALL\n".join(parts)
+
+    # ---- the cumulative delta ------------------------------------------------------------------
+    def _cumulative_where(self, parts: Mapping[Values, str]) -> str:
+        """C partitions: each (group + chain) with its stamp. Stamps are unique per partition
+        (cumulative.stamp), so one IN list of them cannot pick another partition's."""
+        stamps = ", ".join(literal(s) for s in sorted(set(parts.values())))
+        return f"({self.partitions_predicate(list(parts))}) AND {q(STAMP_COLUMN)} IN ({stamps})"
+
+    def cumulative_select(self, parts: Mapping[Values, str]) -> str:
+        return (f"SELECT {cols_sql(self.columns)} FROM {self.cumulative} "
+                f"WHERE {self._cumulative_where(parts)}")
+
+    def _cumulative_read(self, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> str:
+        parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
+        anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
+        keys = (f"SELECT {cols_sql(self.opts.merge_keys)} FROM {self.cumulative} "
+                f"WHERE {self._cumulative_where(parts)}") if self.opts.merge_keys else \
+            f"SELECT 1 FROM {self.cumulative} WHERE {self._cumulative_where(parts)}"
+        return cumulative_read_sql(self.opts, self.columns,
+                                   self.select(self.snapshot, anchors) if anchors else None,
+                                   self.cumulative_select(parts), keys)
+
+    def cumulative_columns(self) -> List[Tuple[str, str]]:
+        """The table's columns (table order) and the stamp, the last partition column."""
+        return [(c, self.type_of(c)) for c in self.columns] + [(STAMP_COLUMN, "string")]
+
+    def cumulative_create(self) -> str:
+        return statements.create_table(self.cumulative, self.cumulative_columns(),
+                                       list(self.opts.partition_by) + [STAMP_COLUMN], {})
+
+    def cumulative_build(self, chain: Values, builds: Sequence[Build], with_anchor: bool) -> str:
+        """Write the cumulative delta of day `chain` for each build's group (one day, all its
+        groups, one statement): a dynamic overwrite of exactly the partitions with rows."""
+        deltas = [b.plan.group + d for b in builds for d in b.deltas]
+        states = {b.plan.group + b.previous: b.previous_stamp for b in builds
+                  if b.previous is not None}
+        anchors = [b.plan.group + b.plan.anchor for b in builds if b.plan.anchor is not None]
+        body = cumulative_build_sql(
+            self.opts, self.columns, self.select(self.delta, deltas),
+            self.cumulative_select(states) if states else None,
+            self.select(self.snapshot, anchors) if anchors and with_anchor else None,
+            types=self.types)
+        n = len(self.opts.group_keys)
+        if n:
+            cases = " ".join(f"WHEN {self.predicate(self.opts.group_keys, b.plan.group)} "
+                             f"THEN {literal(b.stamp)}" for b in builds)
+            stamp = f"CASE {cases} END"
+        else:
+            stamp = literal(builds[0].stamp)
+        parts = ", ".join(q(c) for c in list(self.opts.partition_by) + [STAMP_COLUMN])
+        return (f"INSERT OVERWRITE TABLE {self.cumulative} PARTITION ({parts})\n"
+                f"SELECT {self.relabel(chain)}, {stamp} AS {q(STAMP_COLUMN)} FROM ({body}) __b")
+
+    def cumulative_empty(self, values: Values, stamp: str) -> str:
+        """An empty C partition: a day of a group whose deltas changed no key."""
+        nulls = ", ".join(f"CAST(NULL AS {self.type_of(c)}) AS {q(c)}" for c in self.data_columns)
+        spec = spec_sql(list(self.opts.partition_by) + [STAMP_COLUMN], tuple(values) + (stamp,))
+        return (f"INSERT OVERWRITE TABLE {self.cumulative} PARTITION ({spec}) "
+                f"SELECT {nulls} WHERE 1 = 0")
+
+    def cumulative_drop(self, parts: Sequence[Values]) -> Optional[str]:
+        """Drop C partitions given as partition values + stamp."""
+        return statements.drop_partitions(self.cumulative,
+                                          list(self.opts.partition_by) + [STAMP_COLUMN], parts)
 
     # ---- writes --------------------------------------------------------------------------
     def insert_overwrite(self, table: str, source_sql: str, only: Optional[Values] = None) -> str:

@@ -57,7 +57,8 @@ def create_table(relation: str, column_types: Sequence[tuple[str, str]],
                    f"INTO {int(buckets)} BUCKETS")
     if location:
         sql.append(f"LOCATION {string(location)}")
-    sql.append(f"TBLPROPERTIES ({properties_sql(props)})")
+    if props:
+        sql.append(f"TBLPROPERTIES ({properties_sql(props)})")
     if as_select:
         sql.append(f"AS\n{as_select}")
     return "\n".join(sql)

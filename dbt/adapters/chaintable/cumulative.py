@@ -1,0 +1,170 @@
+"""The cumulative delta, pure parts (docs/design.md#cumulative-delta): which days of which groups
+it serves, which it must (re)build after a write, and from what.
+
+For a group and a delta-only day D whose read plan is anchor A + deltas (A, D], the cumulative
+partition C(D) holds, for every key changed in (A, D], the key's merged state over the anchor row
+and those deltas, a retraction row where the merge removes the key (a tombstone). A read of D is
+then `anchor rows whose key is not in C(D)` plus `C(D)'s live rows`: one scan of the anchor and
+a broadcast, whatever the chain's length.
+
+Each C partition carries a stamp: a digest of what it was built from (the read plan's anchor and
+delta chain values, the merge options and the columns). A day is served from C only when a C
+partition with the stamp of the day's current plan exists; anything else (a day added before it,
+a new anchor, an expired or dropped input, another option) changes the stamp, so a C partition
+can never be read for inputs it was not built from. Rewrites in place (a delta day written
+again, a snapshot overwritten) keep the names: the adapter drops the C partitions they affect
+before it changes the inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from dbt.adapters.chaintable.options import ChainOptions
+from dbt.adapters.chaintable.planner import ChainState, ReadPlan, Values
+
+STAMP_COLUMN = "ct__stamp"  # the partition column of t__cumulative after partition_by
+# aggregates whose result depends on the order of their inputs; the rowkind field's merged
+# value (the kind of the latest row) depends on it too
+ORDER_SENSITIVE = ("first_value", "last_value", "first_non_null_value", "last_non_null_value",
+                   "listagg")
+
+
+def options_digest(opts: ChainOptions, columns: Sequence[str]) -> str:
+    """What else a C partition's content depends on: merge options and columns."""
+    text = repr((opts.primary_key, opts.sequence_field, opts.rowkind_field, opts.merge_engine,
+                 sorted(opts.aggregate_functions.items()), sorted(opts.ignore_retract),
+                 opts.remove_record_on_delete, opts.ignore_delete, tuple(columns)))
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def stamp(plan: ReadPlan, digest: str) -> str:
+    """The stamp of a delta-only day's read plan (anchor + deltas) under `digest`."""
+    anchor = "/".join(plan.anchor) if plan.anchor is not None else "-"
+    day = "/".join(plan.group + plan.chain)  # unique per partition: no stamp of one group's
+    # day can match another group's partition
+    text = f"{digest}|{day}|{anchor}|{','.join('/'.join(d) for d in plan.deltas)}"
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def needs_anchor(opts: ChainOptions) -> bool:
+    """Whether a key's merged state can depend on its anchor row. Deduplicate without a
+    sequence field: the latest partition wins, so any delta row beats the anchor's."""
+    return not (opts.merge_engine == "deduplicate" and not opts.sequence_field)
+
+
+def incremental(opts: ChainOptions, value_columns: Sequence[str]) -> bool:
+    """Whether C(D) can be built from C(previous day) plus delta D: every row of D comes after
+    every earlier row in merge order (no sequence field), or the merge does not depend on the
+    order of rows that arrive late (deduplicate and first-row pick one row; commutative
+    aggregates). Otherwise C(D) is built from the anchor and every delta of the changed keys."""
+    if not opts.sequence_field:
+        return True
+    if opts.merge_engine == "partial-update":
+        return False
+    if opts.merge_engine == "aggregation":
+        # the rowkind field merges to the kind of the latest insert or update: order-sensitive
+        return not opts.rowkind_field and not any(
+            opts.aggregate_function(c) in ORDER_SENSITIVE for c in value_columns)
+    return True
+
+
+@dataclass(frozen=True)
+class Build:
+    """How to build C for one group and day: from the previous day's C partition (`previous`,
+    with `previous_stamp`) plus the day's own delta, or from the anchor and every delta."""
+
+    plan: ReadPlan
+    stamp: str
+    previous: Values | None = None  # chain values of the previous delta day, its C serving
+    previous_stamp: str = ""
+
+    @property
+    def deltas(self) -> tuple[Values, ...]:
+        """The delta partitions (chain values) whose rows go into the build."""
+        return self.plan.deltas[-1:] if self.previous is not None else self.plan.deltas
+
+
+class Cumulative:
+    """The cumulative partitions of one chain against its current state."""
+
+    def __init__(self, state: ChainState, stored: Iterable[Values], digest: str):
+        """`stored`: the C partitions that exist, as partition values + stamp."""
+        self.state, self.digest = state, digest
+        self.stored: dict[Values, set[str]] = {}
+        for part in stored:
+            self.stored.setdefault(tuple(part[:-1]), set()).add(part[-1])
+
+    def expected(self, plan: ReadPlan) -> str:
+        return stamp(plan, self.digest)
+
+    def serving(self, plans: Iterable[ReadPlan]) -> dict[Values, str]:
+        """{group + chain: stamp} of the delta-only days in `plans` that C serves."""
+        out = {}
+        for p in plans:
+            if p.from_snapshot:
+                continue
+            want = self.expected(p)
+            if want in self.stored.get(p.group + p.chain, ()):
+                out[p.group + p.chain] = want
+        return out
+
+    def garbage(self) -> list[Values]:
+        """C partitions (values + stamp) that serve no day of the current state."""
+        out = []
+        for part, stamps in sorted(self.stored.items()):
+            group, chain = self.state.split(part)
+            plan = self.state.plan_read(group, chain)
+            keep = self.expected(plan) if plan is not None and not plan.from_snapshot else None
+            out += [part + (s,) for s in sorted(stamps) if s != keep]
+        return out
+
+    def affected(self, written: Iterable[Values]) -> list[Values]:
+        """Delta-only days (group + chain) of the current state whose read includes one of the
+        `written` delta partitions, or whose anchor is one of them: what a write of those
+        partitions changes. Includes the written days themselves."""
+        written = {tuple(p) for p in written}
+        out = []
+        for plan in self.state.delta_only():
+            sources = {plan.group + d for d in plan.deltas}
+            if plan.anchor is not None:
+                sources.add(plan.group + plan.anchor)
+            if sources & written:
+                out.append(plan.group + plan.chain)
+        return out
+
+    def builds(self, days: Iterable[Values], incremental_ok: bool) -> list[Build]:
+        """Builds for `days` (group + chain values of delta-only days), in chain order within
+        each group, each from the previous day's C when that one serves or is built before."""
+        wanted = sorted({tuple(d) for d in days},
+                        key=lambda v: (self.state.split(v)[0],
+                                       self.state.sort_key(self.state.split(v)[1])))
+        ready = {k: s for k, v in self.stored.items() for s in v if self._serves(k, s)}
+        out = []
+        for day in wanted:
+            group, chain = self.state.split(day)
+            plan = self.state.plan_read(group, chain)
+            if plan is None or plan.from_snapshot:
+                continue
+            previous = plan.deltas[-2] if len(plan.deltas) > 1 else None
+            prev_stamp = ready.get(group + previous) if previous is not None else None
+            build = Build(plan, self.expected(plan))
+            if incremental_ok and previous is not None and prev_stamp is not None:
+                build = Build(plan, build.stamp, previous, prev_stamp)
+            elif incremental_ok and previous is None:
+                build = Build(plan, build.stamp)  # the first day after the anchor: its delta
+            out.append(build)
+            ready[day] = build.stamp
+        return out
+
+    def _serves(self, part: Values, stamp_: str) -> bool:
+        group, chain = self.state.split(part)
+        plan = self.state.plan_read(group, chain)
+        return plan is not None and not plan.from_snapshot and self.expected(plan) == stamp_
+
+
+def with_stamp(parts: Mapping[Values, str]) -> list[Values]:
+    """{partition: stamp} -> partition values with the stamp appended (C's partition values)."""
+    return [p + (s,) for p, s in sorted(parts.items())]
