@@ -1,4 +1,5 @@
-"""Chain runs, reads, compaction and status end to end (issue 2), exact rows."""
+"""Chain runs, reads, compaction and status end to end, exact rows."""
+
 import os
 import re
 
@@ -34,11 +35,19 @@ def read(p, where, cols="id, v"):
 
 @pytest.fixture
 def simple(project):
-    project.table("changes", "id int, v string, dt string", [
-        (1, "a", "20250801"), (2, "b", "20250801"), (3, "c", "20250801"),
-        (2, "b2", "20250802"), (4, "d", "20250802"),
-        (1, "a3", "20250803"),
-        (3, "c4", "20250804")])
+    project.table(
+        "changes",
+        "id int, v string, dt string",
+        [
+            (1, "a", "20250801"),
+            (2, "b", "20250801"),
+            (3, "c", "20250801"),
+            (2, "b2", "20250802"),
+            (4, "d", "20250802"),
+            (1, "a3", "20250803"),
+            (3, "c4", "20250804"),
+        ],
+    )
     project.model("t", SIMPLE)
     for d in ("20250801", "20250802", "20250803"):
         day(project, d)
@@ -53,7 +62,11 @@ def test_single_key_chain_reads_every_day_full(simple):
     assert read(p, "dt = '20250801'") == [(1, "a"), (2, "b"), (3, "c")]
     assert read(p, "dt = '20250802'") == [(1, "a"), (2, "b2"), (3, "c"), (4, "d")]
     assert read(p, "dt = '20250803'", "id, v, dt") == [
-        (1, "a3", "20250803"), (2, "b2", "20250803"), (3, "c", "20250803"), (4, "d", "20250803")]
+        (1, "a3", "20250803"),
+        (2, "b2", "20250803"),
+        (3, "c", "20250803"),
+        (4, "d", "20250803"),
+    ]
     # A filter on a value column applies after the merge: key 1 at 0803 is 'a3', not 'a'.
     assert read(p, "dt = '20250803' and v = 'a'") == []
     assert p.rows("select count(*) from {s}.t") == [(3 + 4 + 4,)]
@@ -87,19 +100,41 @@ def partitions_fetched(p, query):
 def test_one_partition_query_scans_only_its_anchor_and_deltas(simple):
     p = simple
     day(p, "20250804")
-    assert scanned_partitions(p, f"SELECT * FROM {p.schema}.t WHERE dt = '20250803'") == [
-        "20250801", "20250802", "20250803"]
-    assert scanned_partitions(p, f"SELECT * FROM {p.schema}.t WHERE dt = '20250801'") == ["20250801"]
-    # planning prunes the other days' branches whole (sqlgen Renderer.merged's guard): the
-    # snapshot day asks the metastore for its own partition only, not for the deltas of the
-    # three merged days' joins; the day 0803 for its anchor (read twice: untouched and
-    # contested rows) and its two deltas (keys twice, rows once), none of 0802's or 0804's
-    assert partitions_fetched(p, f"SELECT * FROM {p.schema}.t WHERE dt = '20250801'") == 1
-    assert partitions_fetched(p, f"SELECT * FROM {p.schema}.t WHERE dt = '20250803'") == 2 + 2 * 3
+    q = f"SELECT * FROM {p.schema}.t WHERE dt = '{{}}'"
+    # served from the cumulative delta: the anchor, then the day's cumulative partition (its
+    # keys broadcast to the anchor's anti join, its rows), whatever the chain's length
+    assert scanned_partitions(p, q.format("20250803")) == ["20250801", "20250803"]
+    plan = "\n".join(r[0] for r in p.spark.sql("EXPLAIN " + q.format("20250803")).collect())
+    assert "t__cumulative" in plan and "t__delta" not in plan
+    assert (
+        "BroadcastHashJoin" in plan
+        and "LeftAnti" in plan
+        and "Exchange hashpartitioning" not in plan
+    )
+    assert scanned_partitions(p, q.format("20250801")) == ["20250801"]
+    assert partitions_fetched(p, q.format("20250801")) == 1
+    assert partitions_fetched(p, q.format("20250803")) == 1 + 2
+    assert read(p, "dt = '20250803'") == [(1, "a3"), (2, "b2"), (3, "c"), (4, "d")]
+    # merged on read (cumulative_delta=false): planning prunes the other days' branches whole
+    # (Renderer.merged's guard): the snapshot day asks the metastore for its own partition
+    # only, not for the deltas of the three merged days' joins; the day 0803 for its anchor
+    # (read twice: untouched and contested rows) and its two deltas (keys twice, rows once),
+    # none of 0802's or 0804's
+    p.model(
+        "t",
+        SIMPLE.replace(
+            "primary_key=['id', 'dt']", "primary_key=['id', 'dt'], cumulative_delta=false"
+        ),
+    )
+    day(p, "20250804")
+    assert p.rows("show tables in {s} like 't__cumulative'") == []  # switched off: dropped
+    assert scanned_partitions(p, q.format("20250803")) == ["20250801", "20250802", "20250803"]
+    assert scanned_partitions(p, q.format("20250801")) == ["20250801"]
+    assert partitions_fetched(p, q.format("20250801")) == 1
+    assert partitions_fetched(p, q.format("20250803")) == 2 + 2 * 3
     assert read(p, "dt = '20250803'") == [(1, "a3"), (2, "b2"), (3, "c"), (4, "d")]
     p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}})
-    assert scanned_partitions(p, f"SELECT * FROM {p.schema}.t WHERE dt = '20250804'") == [
-        "20250803", "20250804"]
+    assert scanned_partitions(p, q.format("20250804")) == ["20250803", "20250804"]
 
 
 def test_compaction_new_existing_overwrite_nothing(simple):
@@ -118,8 +153,10 @@ def test_compaction_new_existing_overwrite_nothing(simple):
     p.run_op("compact_chain", {"relation": f"{p.schema}.t", "partition": 'dt="20250809"'})
     assert "no data to compact" in p.log_text() and "result: false" in p.log_text()
     # Overwrite recomputes from the strictly earlier anchor plus deltas.
-    p.spark.sql(f"INSERT OVERWRITE TABLE {p.schema}.t__snapshot PARTITION (dt='20250803') "
-                "SELECT 99, 'corrupt'")
+    p.spark.sql(
+        f"INSERT OVERWRITE TABLE {p.schema}.t__snapshot PARTITION (dt='20250803') "
+        "SELECT 99, 'corrupt'"
+    )
     assert read(p, "dt = '20250803'") == [(99, "corrupt")]
     p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}, "overwrite": True})
     assert read(p, "dt = '20250803'") == before
@@ -139,9 +176,12 @@ def test_compaction_of_a_bucketed_chain_writes_its_buckets(project):
     """A one-group compaction is written with a static partition spec: into a bucketed table
     too, and a recompaction replaces it with the same rows."""
     p = project
-    p.table("changes", "id int, v string, dt string",
-            [(i, f"v{i}", "20250801") for i in range(1, 9)]
-            + [(2, "x", "20250802"), (9, "n", "20250802"), (5, "y", "20250803")])
+    p.table(
+        "changes",
+        "id int, v string, dt string",
+        [(i, f"v{i}", "20250801") for i in range(1, 9)]
+        + [(2, "x", "20250802"), (9, "n", "20250802"), (5, "y", "20250803")],
+    )
     p.model("t", BUCKETED)
     for d in ("20250801", "20250802", "20250803"):
         day(p, d)
@@ -149,15 +189,21 @@ def test_compaction_of_a_bucketed_chain_writes_its_buckets(project):
     expected = sorted([(i, f"v{i}") for i in (1, 3, 4, 6, 7, 8)] + [(2, "x"), (5, "y"), (9, "n")])
     assert before["dt=20250803"] == expected
     for overwrite in (False, True):
-        p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}, "overwrite": overwrite})
+        p.run_op(
+            "compact_chain", {"model": "t", "partition": {"dt": "20250803"}, "overwrite": overwrite}
+        )
         assert p.partitions("t__snapshot") == ["dt=20250801", "dt=20250803"]
         assert p.rows("select id, v from {s}.t__snapshot where dt = '20250803'") == expected
         assert p.full_state() == before
     info: dict = {}  # the partition's own rows come first (then the table's Location)
-    for r in p.spark.sql(f"DESCRIBE FORMATTED {p.schema}.t__snapshot PARTITION (dt = '20250803')").collect():
+    for r in p.spark.sql(
+        f"DESCRIBE FORMATTED {p.schema}.t__snapshot PARTITION (dt = '20250803')"
+    ).collect():
         info.setdefault(str(r[0]).strip(), str(r[1]).strip())
     assert info["Num Buckets"] == "2" and "_chain_v" in info["Location"]
-    files = [f for f in os.listdir(info["Location"].removeprefix("file:")) if f.endswith(".parquet")]
+    files = [
+        f for f in os.listdir(info["Location"].removeprefix("file:")) if f.endswith(".parquet")
+    ]
     assert files and all(re.search(r"_0000[01]\.c000", f) for f in files), files
 
 
@@ -183,18 +229,31 @@ def test_idempotent_rerun_and_delta_rewrite_invalidates_snapshot(simple):
 
 def test_group_partitions_and_empty_days(project):
     p = project
-    p.table("changes", "id int, v string, region string, dt string", [
-        (1, "a", "CN", "20250801"), (2, "b", "US", "20250801"),
-        (1, "a2", "CN", "20250802"),
-        (3, "c", "EU", "20250803"), (2, "b3", "US", "20250803")])
+    p.table(
+        "changes",
+        "id int, v string, region string, dt string",
+        [
+            (1, "a", "CN", "20250801"),
+            (2, "b", "US", "20250801"),
+            (1, "a2", "CN", "20250802"),
+            (3, "c", "EU", "20250803"),
+            (2, "b3", "US", "20250803"),
+        ],
+    )
     p.model("t", GROUPED)
     for d in ("20250801", "20250802", "20250803", "20250804"):
         day(p, d)
     # Every known group gets a (possibly empty) delta each day: each day reads as a full day.
     assert p.partitions("t__delta") == [
-        "region=CN/dt=20250802", "region=CN/dt=20250803", "region=CN/dt=20250804",
-        "region=EU/dt=20250803", "region=EU/dt=20250804",
-        "region=US/dt=20250802", "region=US/dt=20250803", "region=US/dt=20250804"]
+        "region=CN/dt=20250802",
+        "region=CN/dt=20250803",
+        "region=CN/dt=20250804",
+        "region=EU/dt=20250803",
+        "region=EU/dt=20250804",
+        "region=US/dt=20250802",
+        "region=US/dt=20250803",
+        "region=US/dt=20250804",
+    ]
     full = "id, v, region"
     assert read(p, "dt = '20250802'", full) == [(1, "a2", "CN"), (2, "b", "US")]
     assert read(p, "dt = '20250804'", full) == [(1, "a2", "CN"), (2, "b3", "US"), (3, "c", "EU")]
@@ -202,13 +261,17 @@ def test_group_partitions_and_empty_days(project):
     # Partial spec: compacts every group.
     p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}})
     assert [x for x in p.partitions("t__snapshot") if "20250803" in x] == [
-        "region=CN/dt=20250803", "region=EU/dt=20250803", "region=US/dt=20250803"]
+        "region=CN/dt=20250803",
+        "region=EU/dt=20250803",
+        "region=US/dt=20250803",
+    ]
     assert read(p, "dt = '20250804'", full) == [(1, "a2", "CN"), (2, "b3", "US"), (3, "c", "EU")]
     # One group only.
     p.run_op("compact_chain", {"model": "t", "partition": {"region": "US", "dt": "20250804"}})
     assert [x for x in p.partitions("t__snapshot") if "20250804" in x] == ["region=US/dt=20250804"]
     assert p.rows("select id, v from {s}.t__snapshot where region = 'US' and dt = '20250804'") == [
-        (2, "b3")]
+        (2, "b3")
+    ]
     assert read(p, "dt = '20250804'", full) == [(1, "a2", "CN"), (2, "b3", "US"), (3, "c", "EU")]
     p.run_op("chain_status", {"model": "t"})
     assert "region=CN" in p.log_text() and "chain length" in p.log_text()
@@ -216,10 +279,16 @@ def test_group_partitions_and_empty_days(project):
 
 def test_multi_key_hourly_chain(project):
     p = project
-    p.table("changes", "id int, v string, dt string, hour string", [
-        (1, "a", "20250801", "22"), (2, "b", "20250801", "22"),
-        (1, "a23", "20250801", "23"),
-        (3, "c", "20250802", "00")])
+    p.table(
+        "changes",
+        "id int, v string, dt string, hour string",
+        [
+            (1, "a", "20250801", "22"),
+            (2, "b", "20250801", "22"),
+            (1, "a23", "20250801", "23"),
+            (3, "c", "20250802", "00"),
+        ],
+    )
     p.model("t", HOURLY)
     for d, h in (("20250801", "22"), ("20250801", "23"), ("20250802", "00")):
         day(p, d, hour=h)
@@ -234,10 +303,15 @@ def test_multi_key_hourly_chain(project):
 
 def test_downstream_ref_dbt_test_and_chain_read(simple):
     p = simple
-    p.model("downstream", """
+    p.model(
+        "downstream",
+        """
         select * from {{ chain_read(ref('t'), {'dt': '20250802'}) }}
-        """)
-    p.file("models/schema.yml", """
+        """,
+    )
+    p.file(
+        "models/schema.yml",
+        """
         version: 2
         models:
           - name: t
@@ -247,21 +321,29 @@ def test_downstream_ref_dbt_test_and_chain_read(simple):
                   - unique:
                       config: {where: "dt = '20250803'"}
                   - not_null
-        """)
+        """,
+    )
     p.dbt("run", "--select", "downstream", vars={"dt": "20250803"})
     assert p.rows("select id, v, dt from {s}.downstream") == [
-        (1, "a", "20250802"), (2, "b2", "20250802"), (3, "c", "20250802"), (4, "d", "20250802")]
+        (1, "a", "20250802"),
+        (2, "b2", "20250802"),
+        (3, "c", "20250802"),
+        (4, "d", "20250802"),
+    ]
     p.dbt("test", vars={"dt": "20250803"})
 
 
 def test_full_refresh_rewrites_snapshot_and_is_incremental(project):
     p = project
     p.table("changes", "id int, v string, dt string", [(1, "a", "20250801"), (1, "b", "20250802")])
-    p.model("t", """
+    p.model(
+        "t",
+        """
         {{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt']) }}
         select id, v || '{{ "-inc" if is_incremental() else "-full" }}' as v, dt
         from {{ target.schema }}.changes where dt = '{{ var("dt") }}'
-        """)
+        """,
+    )
     day(p, "20250801")
     day(p, "20250802")
     assert read(p, "dt = '20250802'") == [(1, "b-inc")]
@@ -270,26 +352,41 @@ def test_full_refresh_rewrites_snapshot_and_is_incremental(project):
     assert read(p, "dt = '20250802'") == [(1, "b-full")]
 
 
-@pytest.mark.parametrize("config,message", [
-    ("partition_by=['dt'], primary_key=['id']", "must contain every partition column"),
-    ("primary_key=['id', 'dt']", "partition_by is required"),
-    ("partition_by=['region', 'dt'], chain_partition_keys=['region'], primary_key=['id','region','dt']",
-     "contiguous suffix"),
-    ("partition_by=['dt'], primary_key=['id','dt'], partition_expiration_time='30 d'",
-     "partition_timestamp_pattern"),
-    ("partition_by=['dt'], primary_key=['id','dt'], merge_engine='first-row', sequence_field='v'",
-     "first-row"),
-    ("partition_by=['dt'], primary_key=['id','dt'], merge_engine='aggregation', sequence_field='v', "
-     "aggregate_functions={'v': 'max'}", "sequence_field"),
-    ("partition_by=['dt'], primary_key=['id','dt'], sequence_field='nope'", "'nope'"),
-])
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        ("partition_by=['dt'], primary_key=['id']", "must contain every partition column"),
+        ("primary_key=['id', 'dt']", "partition_by is required"),
+        (
+            "partition_by=['region', 'dt'], chain_partition_keys=['region'], primary_key=['id','region','dt']",
+            "contiguous suffix",
+        ),
+        (
+            "partition_by=['dt'], primary_key=['id','dt'], partition_expiration_time='30 d'",
+            "partition_timestamp_pattern",
+        ),
+        (
+            "partition_by=['dt'], primary_key=['id','dt'], merge_engine='first-row', sequence_field='v'",
+            "first-row",
+        ),
+        (
+            "partition_by=['dt'], primary_key=['id','dt'], merge_engine='aggregation', sequence_field='v', "
+            "aggregate_functions={'v': 'max'}",
+            "sequence_field",
+        ),
+        ("partition_by=['dt'], primary_key=['id','dt'], sequence_field='nope'", "'nope'"),
+    ],
+)
 def test_invalid_configs_fail_before_writing(project, config, message):
     p = project
     p.table("changes", "id int, v string, region string, dt string", [(1, "a", "CN", "20250801")])
-    p.model("t", f"""
+    p.model(
+        "t",
+        f"""
         {{{{ config(materialized='chain_incremental', {config}) }}}}
         select * from {{{{ target.schema }}}}.changes
-        """)
+        """,
+    )
     p.dbt("run", expect_ok=False)
     assert message in p.log_text() and "'t'" in p.log_text()
     assert p.rows(f"show tables in {p.schema} like 't__*'") == []
@@ -297,8 +394,10 @@ def test_invalid_configs_fail_before_writing(project, config, message):
 
 def test_bad_rows_refused_and_nothing_written(simple):
     p = simple
-    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (null, 'x', '20250805'), "
-                "(7, 'x', '20250806'), (7, 'y', '20250806')")
+    p.spark.sql(
+        f"INSERT INTO {p.schema}.changes VALUES (null, 'x', '20250805'), "
+        "(7, 'x', '20250806'), (7, 'y', '20250806')"
+    )
     p.dbt("run", vars={"dt": "20250805"}, expect_ok=False)
     assert "NULL in primary key column(s) ['id']" in p.log_text()
     p.dbt("run", vars={"dt": "20250806"}, expect_ok=False)
@@ -311,38 +410,62 @@ def test_several_chain_models_in_one_parallel_run(project):
     `dbt run --threads 4` a day. Each chain takes its own lock and writes its own branches; the
     downstream model reads the merged days of both."""
     p = project
-    p.table("changes", "id int, v string, region string, dt string", [
-        (1, "a", "CN", "20250801"), (2, "b", "US", "20250801"),
-        (1, "a2", "CN", "20250802"), (3, "c", "EU", "20250802"),
-        (2, "b3", "US", "20250803")])
+    p.table(
+        "changes",
+        "id int, v string, region string, dt string",
+        [
+            (1, "a", "CN", "20250801"),
+            (2, "b", "US", "20250801"),
+            (1, "a2", "CN", "20250802"),
+            (3, "c", "EU", "20250802"),
+            (2, "b3", "US", "20250803"),
+        ],
+    )
     p.model("t", SIMPLE)
     p.model("g", GROUPED)
-    p.model("joined", """
+    p.model(
+        "joined",
+        """
         {{ config(materialized='table') }}
         select t.id, t.v as v_t, g.v as v_g, g.region
         from {{ ref('t') }} t join {{ ref('g') }} g on t.id = g.id and t.dt = g.dt
         where t.dt = '{{ var("dt") }}'
-        """)
+        """,
+    )
     for d in ("20250801", "20250802", "20250803"):
         p.dbt("run", "--threads", "4", vars={"dt": d})
     assert p.partitions("t__snapshot") == ["dt=20250801"]
     assert p.partitions("g__snapshot") == ["region=CN/dt=20250801", "region=US/dt=20250801"]
     assert p.partitions("t__delta") == ["dt=20250802", "dt=20250803"]
     assert p.partitions("g__delta") == [
-        "region=CN/dt=20250802", "region=CN/dt=20250803", "region=EU/dt=20250802",
-        "region=EU/dt=20250803", "region=US/dt=20250802", "region=US/dt=20250803"]
+        "region=CN/dt=20250802",
+        "region=CN/dt=20250803",
+        "region=EU/dt=20250802",
+        "region=EU/dt=20250803",
+        "region=US/dt=20250802",
+        "region=US/dt=20250803",
+    ]
     assert read(p, "dt = '20250803'") == [(1, "a2"), (2, "b3"), (3, "c")]
     assert p.rows("select id, v, region from {s}.g where dt = '20250803'") == [
-        (1, "a2", "CN"), (2, "b3", "US"), (3, "c", "EU")]
+        (1, "a2", "CN"),
+        (2, "b3", "US"),
+        (3, "c", "EU"),
+    ]
     assert p.rows("select * from {s}.joined") == [
-        (1, "a2", "a2", "CN"), (2, "b3", "b3", "US"), (3, "c", "c", "EU")]
+        (1, "a2", "a2", "CN"),
+        (2, "b3", "b3", "US"),
+        (3, "c", "c", "EU"),
+    ]
     # compact both chains, then one more parallel day anchored on the new snapshots
     p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}})
     p.run_op("compact_chain", {"model": "g", "partition": {"dt": "20250803"}})
     p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (3, 'c4', 'EU', '20250804')")
     p.dbt("run", "--threads", "4", vars={"dt": "20250804"})
     assert p.rows("select * from {s}.joined") == [
-        (1, "a2", "a2", "CN"), (2, "b3", "b3", "US"), (3, "c4", "c4", "EU")]
+        (1, "a2", "a2", "CN"),
+        (2, "b3", "b3", "US"),
+        (3, "c4", "c4", "EU"),
+    ]
 
 
 def test_empty_run_writes_no_partition(project):
@@ -350,13 +473,18 @@ def test_empty_run_writes_no_partition(project):
     writes nothing: on an existing chain it must not replace the day's deltas with
     chain_partition's empty "no changes" partitions (that would silently lose the day)."""
     p = project
-    p.table("changes", "id int, v string, region string, dt string", [
-        (1, "a", "CN", "20250801"), (2, "b", "US", "20250801"),
-        (1, "a2", "CN", "20250802")])
-    p.file("models/sources.yml", f"""
+    p.table(
+        "changes",
+        "id int, v string, region string, dt string",
+        [(1, "a", "CN", "20250801"), (2, "b", "US", "20250801"), (1, "a2", "CN", "20250802")],
+    )
+    p.file(
+        "models/sources.yml",
+        f"""
         version: 2
         sources: [{{name: src, schema: {p.schema}, tables: [{{name: changes}}]}}]
-        """)
+        """,
+    )
     p.model("t", GROUPED.replace("{{ target.schema }}.changes", "{{ source('src', 'changes') }}"))
     p.dbt("run", "--empty", vars={"dt": "20250801"})  # first run: empty relations, no partition
     assert p.partitions("t__snapshot") == [] and p.partitions("t__delta") == []
@@ -368,8 +496,10 @@ def test_empty_run_writes_no_partition(project):
     log = p.log_text()
     assert p.full_state(cols="id, v, region") == before
     assert read(p, "dt = '20250802'", "id, v, region") == [(1, "a2", "CN"), (2, "b", "US")]
-    assert "0 partition(s) with rows, 0 empty partition(s) to the delta branch (--empty: no empty " \
-           "partitions)" in log
+    assert (
+        "0 partition(s) with rows, 0 empty partition(s) to the delta branch (--empty: no empty "
+        "partitions)" in log
+    )
     # a new day under --empty gets no partition either: the day stays unwritten, not "no changes"
     p.dbt("run", "--empty", vars={"dt": "20250803"})
     assert p.partitions("t__delta") == ["region=CN/dt=20250802", "region=US/dt=20250802"]
@@ -379,8 +509,12 @@ def test_enforced_contract_is_checked_before_writing(simple):
     """A model contract (`contract: {enforced: true}`, often set project-wide) holds for chain
     models too: dbt's own column/type check runs before the run writes anything."""
     p = simple
-    p.model("t", SIMPLE.replace("primary_key=['id', 'dt']",
-                                "primary_key=['id', 'dt'], contract={'enforced': true}"))
+    p.model(
+        "t",
+        SIMPLE.replace(
+            "primary_key=['id', 'dt']", "primary_key=['id', 'dt'], contract={'enforced': true}"
+        ),
+    )
     contract = """
         version: 2
         models:
@@ -415,7 +549,9 @@ def test_date_and_int_chain_keys(project):
     11 by value, and every statement naming one partition (compaction's static write, the
     snapshot a rewritten delta invalidates, drop_chain_partition) takes the typed values."""
     p = project
-    p.spark.sql(f"CREATE TABLE {p.schema}.changes (id int, v string, dt date, hour int) USING parquet")
+    p.spark.sql(
+        f"CREATE TABLE {p.schema}.changes (id int, v string, dt date, hour int) USING parquet"
+    )
     p.spark.sql(f"""INSERT INTO {p.schema}.changes VALUES
         (1, 'a', date'2025-08-01', 9), (2, 'b', date'2025-08-01', 9),
         (1, 'a10', date'2025-08-01', 10), (3, 'c', date'2025-08-01', 11),
@@ -430,12 +566,18 @@ def test_date_and_int_chain_keys(project):
 
     assert p.partitions("t__snapshot") == ["dt=2025-08-01/hour=9"]
     assert [at(d, h) for d, h in hours] == [
-        [(1, "a"), (2, "b")], [(1, "a10"), (2, "b")], [(1, "a10"), (2, "b"), (3, "c")],
-        [(1, "a10"), (2, "b2"), (3, "c")]]
+        [(1, "a"), (2, "b")],
+        [(1, "a10"), (2, "b")],
+        [(1, "a10"), (2, "b"), (3, "c")],
+        [(1, "a10"), (2, "b2"), (3, "c")],
+    ]
     p.run_op("compact_chain", {"model": "t", "partition": {"dt": "2025-08-01", "hour": "10"}})
     p.run_op("compact_chain", {"model": "t", "partition": 'dt="2025-08-01",hour="11"'})
     assert p.partitions("t__snapshot") == [
-        "dt=2025-08-01/hour=10", "dt=2025-08-01/hour=11", "dt=2025-08-01/hour=9"]
+        "dt=2025-08-01/hour=10",
+        "dt=2025-08-01/hour=11",
+        "dt=2025-08-01/hour=9",
+    ]
     assert at("2025-08-01", 11) == [(1, "a10"), (2, "b"), (3, "c")]
     assert at("2025-08-02", 0) == [(1, "a10"), (2, "b2"), (3, "c")]
     # rewriting delta hour 10 drops snapshot hour 10 and leaves hour 11 stale
@@ -443,10 +585,14 @@ def test_date_and_int_chain_keys(project):
     p.dbt("run", vars={"dt": "2025-08-01", "hour": 10})
     assert p.partitions("t__snapshot") == ["dt=2025-08-01/hour=11", "dt=2025-08-01/hour=9"]
     assert at("2025-08-01", 10) == [(1, "a10"), (2, "b"), (4, "d")]
-    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "2025-08-01", "hour": "11"},
-                               "overwrite": True})
+    p.run_op(
+        "compact_chain",
+        {"model": "t", "partition": {"dt": "2025-08-01", "hour": "11"}, "overwrite": True},
+    )
     assert at("2025-08-02", 0) == [(1, "a10"), (2, "b2"), (3, "c"), (4, "d")]
-    p.run_op("drop_chain_partition", {"model": "t", "partition": {"dt": "2025-08-01", "hour": "11"}})
+    p.run_op(
+        "drop_chain_partition", {"model": "t", "partition": {"dt": "2025-08-01", "hour": "11"}}
+    )
     assert p.partitions("t__snapshot") == ["dt=2025-08-01/hour=9"]
     assert at("2025-08-02", 0) == [(1, "a10"), (2, "b2"), (3, "c"), (4, "d")]
 
@@ -455,15 +601,24 @@ def test_location_root_with_a_quote_and_a_space(project, tmp_path):
     """Both branches live below location_root, however its path is spelled; a delta run
     publishes below it too (its stage directory sits inside the delta branch)."""
     root = tmp_path / "my 'lake' root"
-    project.table("changes", "id int, v string, dt string", [
-        (1, "a", "20250801"), (2, "b", "20250801"), (1, "a2", "20250802")])
-    project.model("t", SIMPLE.replace(
-        "primary_key=['id', 'dt']", f"primary_key=['id', 'dt'], location_root={str(root)!r}"))
+    project.table(
+        "changes",
+        "id int, v string, dt string",
+        [(1, "a", "20250801"), (2, "b", "20250801"), (1, "a2", "20250802")],
+    )
+    project.model(
+        "t",
+        SIMPLE.replace(
+            "primary_key=['id', 'dt']", f"primary_key=['id', 'dt'], location_root={str(root)!r}"
+        ),
+    )
     day(project, "20250801")
     day(project, "20250802")
     for branch in ("snapshot", "delta"):
-        loc = dict((r[0], r[1]) for r in project.spark.sql(
-            f"DESCRIBE FORMATTED {project.schema}.t__{branch}").collect())["Location"]
+        loc = {
+            r[0]: r[1]
+            for r in project.spark.sql(f"DESCRIBE FORMATTED {project.schema}.t__{branch}").collect()
+        }["Location"]
         assert loc.endswith(f"/my 'lake' root/t__{branch}"), loc
     assert (root / "t__snapshot" / "dt=20250801").is_dir()
     assert any((root / "t__delta").rglob("dt=20250802"))

@@ -2,6 +2,7 @@
 (property test on real Spark, no dbt): for every day of a chain, the day read from its anchor and
 its cumulative delta (built day by day from the previous one, and built from scratch) equals
 the day merged on read from the anchor and every delta, row for row."""
+
 from __future__ import annotations
 
 import random
@@ -14,8 +15,15 @@ from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import ChainState
 from dbt.adapters.chaintable.sql.render import Renderer
 
-COLUMNS = [("id", "int"), ("a", "string"), ("b", "int"), ("op", "string"), ("seq", "int"),
-           ("g", "string"), ("dt", "string")]
+COLUMNS = [
+    ("id", "int"),
+    ("a", "string"),
+    ("b", "int"),
+    ("op", "string"),
+    ("seq", "int"),
+    ("g", "string"),
+    ("dt", "string"),
+]
 DAYS = [f"2025010{d}" for d in range(1, 6)]  # 0101 the anchor, then four delta days
 GROUPS = ("x", "y")
 
@@ -23,25 +31,42 @@ CASES = {
     "dedupe": dict(rowkind_field="op"),
     "dedupe-seq": dict(rowkind_field="op", sequence_field="seq"),
     "first-row": dict(rowkind_field="op", merge_engine="first-row"),
-    "partial-update": dict(rowkind_field="op", merge_engine="partial-update",
-                           remove_record_on_delete=True),
-    "partial-update-seq": dict(rowkind_field="op", sequence_field="seq",
-                               merge_engine="partial-update", remove_record_on_delete=True),
-    "partial-update-ignore-delete": dict(rowkind_field="op", merge_engine="partial-update",
-                                         ignore_delete=True),
-    "aggregation-seq": dict(rowkind_field="op", sequence_field="seq", merge_engine="aggregation",
-                            aggregate_functions={"a": "max", "b": "sum"},
-                            ignore_retract=("a",)),
-    "aggregation-seq-commutative": dict(sequence_field="seq", merge_engine="aggregation",
-                                        aggregate_functions={"a": "max", "b": "sum"}),
-    "aggregation-seq-ordered": dict(sequence_field="seq", merge_engine="aggregation",
-                                    aggregate_functions={"a": "last_non_null_value", "b": "count"}),
+    "partial-update": dict(
+        rowkind_field="op", merge_engine="partial-update", remove_record_on_delete=True
+    ),
+    "partial-update-seq": dict(
+        rowkind_field="op",
+        sequence_field="seq",
+        merge_engine="partial-update",
+        remove_record_on_delete=True,
+    ),
+    "partial-update-ignore-delete": dict(
+        rowkind_field="op", merge_engine="partial-update", ignore_delete=True
+    ),
+    "aggregation-seq": dict(
+        rowkind_field="op",
+        sequence_field="seq",
+        merge_engine="aggregation",
+        aggregate_functions={"a": "max", "b": "sum"},
+        ignore_retract=("a",),
+    ),
+    "aggregation-seq-commutative": dict(
+        sequence_field="seq",
+        merge_engine="aggregation",
+        aggregate_functions={"a": "max", "b": "sum"},
+    ),
+    "aggregation-seq-ordered": dict(
+        sequence_field="seq",
+        merge_engine="aggregation",
+        aggregate_functions={"a": "last_non_null_value", "b": "count"},
+    ),
 }
 
 
 def options(case: str) -> ChainOptions:
-    return ChainOptions(partition_by=("g", "dt"), chain_keys=("dt",),
-                        primary_key=("id", "g", "dt"), **CASES[case])
+    return ChainOptions(
+        partition_by=("g", "dt"), chain_keys=("dt",), primary_key=("id", "g", "dt"), **CASES[case]
+    )
 
 
 def rows_for(rng: random.Random, opts: ChainOptions, day: str, anchor: bool) -> list[tuple]:
@@ -50,7 +75,11 @@ def rows_for(rng: random.Random, opts: ChainOptions, day: str, anchor: bool) -> 
     out = []
     for g in GROUPS:
         for key in rng.sample(range(1, 9), 8 if anchor else rng.randint(0, 4)):
-            n = 1 if anchor or not (opts.sequence_field or opts.rowkind_field) else rng.randint(1, 2)
+            n = (
+                1
+                if anchor or not (opts.sequence_field or opts.rowkind_field)
+                else rng.randint(1, 2)
+            )
             for seq in rng.sample(range(1, 30), n):
                 kind = "+I"
                 if not anchor and opts.rowkind_field:
@@ -92,8 +121,10 @@ def schema(spark):
 
 
 def collect(spark, sql: str) -> list[tuple]:
-    return sorted((tuple(r) for r in spark.sql(sql).collect()),
-                  key=lambda r: tuple("" if v is None else str(v) for v in r))
+    return sorted(
+        (tuple(r) for r in spark.sql(sql).collect()),
+        key=lambda r: tuple("" if v is None else str(v) for v in r),
+    )
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -117,11 +148,14 @@ def test_reads_through_the_cumulative_delta_equal_merge_on_read(spark, schema, c
     digest = cumulative.options_digest(opts, cols)
     value_cols = ["a", "b"]
     incremental = cumulative.incremental(opts, value_cols)
-    assert incremental == (case not in ("partial-update-seq", "aggregation-seq",
-                                        "aggregation-seq-ordered"))
+    assert incremental == (
+        case not in ("partial-update-seq", "aggregation-seq", "aggregation-seq-ordered")
+    )
     for mode in ("incremental", "scratch"):
-        stored = [tuple(x.split("=", 1)[1] for x in str(p[0]).split("/"))
-                  for p in spark.sql(f"SHOW PARTITIONS {tables['cumulative']}").collect()]
+        stored = [
+            tuple(x.split("=", 1)[1] for x in str(p[0]).split("/"))
+            for p in spark.sql(f"SHOW PARTITIONS {tables['cumulative']}").collect()
+        ]
         cum = cumulative.Cumulative(state, stored, digest)
         builds = cum.builds(list(deltas), incremental and mode == "incremental")
         for day in DAYS[1:]:
@@ -138,5 +172,7 @@ def test_reads_through_the_cumulative_delta_equal_merge_on_read(spark, schema, c
             assert got == expected, (mode, day)
         if mode == "incremental":
             spark.sql(f"TRUNCATE TABLE {tables['cumulative']}")
-            spark.sql(f"ALTER TABLE {tables['cumulative']} DROP IF EXISTS PARTITION (g='x'), "
-                      "PARTITION (g='y')")
+            spark.sql(
+                f"ALTER TABLE {tables['cumulative']} DROP IF EXISTS PARTITION (g='x'), "
+                "PARTITION (g='y')"
+            )

@@ -10,6 +10,7 @@ from typing import Any
 from dbt.adapters.base.relation import BaseRelation
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.chaintable.cumulative import STAMP_COLUMN, Cumulative, options_digest
 from dbt.adapters.chaintable.options import (
     P_HISTORY_START,
     P_STALE,
@@ -23,6 +24,7 @@ from dbt.adapters.chaintable.partition import Layout
 from dbt.adapters.chaintable.planner import (
     ChainPlanError,
     ChainState,
+    ReadPlan,
     Values,
     format_partition,
     parse_partition_path,
@@ -38,7 +40,21 @@ PUB_SUFFIX = "__chain_pub"
 GC_SUFFIX = "__chain_gc"
 LOCK_SUFFIX = "__chain_lock"
 MAP_SUFFIX = "__chain_map"
+CUMULATIVE_SUFFIX = "__cumulative"
 SCRATCH_PATTERN = "__chain_*"  # every scratch relation's suffix starts so
+
+
+def name_of(relation: BaseRelation) -> str:
+    """A relation's table name (a chain's relations always have one)."""
+    if not relation.identifier:
+        raise ChainConfigError(f"{relation}: a chain table needs a name")
+    return relation.identifier
+
+
+def schema_of(relation: BaseRelation) -> str:
+    if not relation.schema:
+        raise ChainConfigError(f"{relation}: a chain table needs a schema")
+    return relation.schema
 
 
 @dataclass(frozen=True)
@@ -53,21 +69,31 @@ class ChainTables:
     gc: BaseRelation  # managed scratch table: dropping its partitions deletes old directories
     lock: BaseRelation  # a view whose existence means a writer is at work
     cmap: BaseRelation  # which partitions feed each older delta-only partition (the view reads it)
+    cumulative: (
+        BaseRelation  # the cumulative delta (cumulative.py): derived, rebuilt from both branches
+    )
 
     @classmethod
     def of(cls, relation: BaseRelation) -> ChainTables:
         def rel(suffix: str, kind: str) -> BaseRelation:
-            return relation.incorporate(path={"identifier": relation.identifier + suffix},
-                                        type=kind)
-        return cls(view=relation.incorporate(type="view"), snapshot=rel(SNAPSHOT_SUFFIX, "table"),
-                   delta=rel(DELTA_SUFFIX, "table"), stage=rel(STAGE_SUFFIX, "table"),
-                   pub=rel(PUB_SUFFIX, "table"), gc=rel(GC_SUFFIX, "table"),
-                   lock=rel(LOCK_SUFFIX, "view"), cmap=rel(MAP_SUFFIX, "table"))
+            return relation.incorporate(path={"identifier": name_of(relation) + suffix}, type=kind)
+
+        return cls(
+            view=relation.incorporate(type="view"),
+            snapshot=rel(SNAPSHOT_SUFFIX, "table"),
+            delta=rel(DELTA_SUFFIX, "table"),
+            stage=rel(STAGE_SUFFIX, "table"),
+            pub=rel(PUB_SUFFIX, "table"),
+            gc=rel(GC_SUFFIX, "table"),
+            lock=rel(LOCK_SUFFIX, "view"),
+            cmap=rel(MAP_SUFFIX, "table"),
+            cumulative=rel(CUMULATIVE_SUFFIX, "table"),
+        )
 
     @classmethod
     def of_branch(cls, branch: BaseRelation) -> ChainTables:
         """The chain a branch table (`t__snapshot` or `t__delta`) belongs to."""
-        ident = branch.identifier
+        ident = name_of(branch)
         for suffix in (SNAPSHOT_SUFFIX, DELTA_SUFFIX):
             if ident.endswith(suffix):
                 ident = ident[: -len(suffix)]
@@ -87,6 +113,8 @@ class Loaded:
     props: Mapping[str, str]
     snapshots: tuple[Values, ...]
     deltas: tuple[Values, ...]
+    # partitions of the cumulative delta (values + stamp); None: the table does not exist
+    cumulative: tuple[Values, ...] | None = None
 
     @property
     def layout(self) -> Layout:
@@ -110,23 +138,60 @@ class Loaded:
     def history(self) -> dict[Values, Values]:
         """{group: oldest snapshot kept by expiration}, as values."""
         lay = self.layout
-        return {lay.parse_group(g): lay.parse_chain(c)
-                for g, c in history_from_properties(self.props).items()}
+        return {
+            lay.parse_group(g): lay.parse_chain(c)
+            for g, c in history_from_properties(self.props).items()
+        }
 
     def with_published(self, branch: str, parts: Sequence[Values]) -> Loaded:
         """This catalog state after a publish of `parts` to `branch` (it adds or switches
         exactly them), so the caller need not list the partitions again."""
-        name = "snapshots" if branch == "snapshot" else "deltas"
-        have: tuple[Values, ...] = getattr(self, name)
-        known = set(have)
-        return replace(self, **{name: have + tuple(p for p in parts if p not in known)})
+        have = self.snapshots if branch == "snapshot" else self.deltas
+        added = have + tuple(p for p in parts if p not in set(have))
+        if branch == "snapshot":
+            return replace(self, snapshots=added)
+        return replace(self, deltas=added)
+
+    def without(self, snapshots: Sequence[Values] = (), deltas: Sequence[Values] = ()) -> Loaded:
+        """This catalog state once these partitions are dropped."""
+        gone_s, gone_d = set(snapshots), set(deltas)
+        return replace(
+            self,
+            snapshots=tuple(p for p in self.snapshots if p not in gone_s),
+            deltas=tuple(p for p in self.deltas if p not in gone_d),
+        )
 
     def with_props(self, props: Mapping[str, str]) -> Loaded:
         return replace(self, props={**self.props, **props})
 
     def renderer(self) -> Renderer:
-        return Renderer(self.opts, self.column_names, self.types, str(self.tables.snapshot),
-                        str(self.tables.delta))
+        return Renderer(
+            self.opts,
+            self.column_names,
+            self.types,
+            str(self.tables.snapshot),
+            str(self.tables.delta),
+            str(self.tables.cumulative),
+        )
+
+    def cumulative_of(self, state: ChainState | None = None) -> Cumulative:
+        """The cumulative delta's partitions against `state` (default: this one's)."""
+        return Cumulative(
+            state or self.state(),
+            self.cumulative or (),
+            options_digest(self.opts, self.column_names),
+        )
+
+    def serving(
+        self, plans: Sequence[ReadPlan], state: ChainState | None = None
+    ) -> dict[Values, str]:
+        """{group + chain: stamp} of the days of `plans` read from the cumulative delta."""
+        if not self.opts.cumulative_delta or not self.cumulative:
+            return {}
+        return self.cumulative_of(state).serving(plans)
+
+    def with_cumulative(self, parts: Sequence[Values] | None) -> Loaded:
+        return replace(self, cumulative=None if parts is None else tuple(parts))
 
 
 class Catalog:
@@ -137,7 +202,7 @@ class Catalog:
 
     # ---- listings and descriptions ----------------------------------------------------------
     def exists(self, relation: BaseRelation) -> bool:
-        return bool(self.runner.fetch(S.show_tables(relation.schema, relation.identifier)))
+        return bool(self.runner.fetch(S.show_tables(schema_of(relation), name_of(relation))))
 
     def names_like(self, schema: str, pattern: str) -> set[str]:
         """Lower-case names of the tables and views matching `pattern`."""
@@ -145,9 +210,9 @@ class Catalog:
 
     def branches_exist(self, tables: ChainTables) -> bool:
         """Both branches exist (one listing: `|` separates alternatives in SHOW TABLES LIKE)."""
-        names = self.names_like(tables.snapshot.schema,
-                                f"{tables.snapshot.identifier}|{tables.delta.identifier}")
-        return {tables.snapshot.identifier.lower(), tables.delta.identifier.lower()} <= names
+        snapshot, delta = name_of(tables.snapshot), name_of(tables.delta)
+        names = self.names_like(schema_of(tables.snapshot), f"{snapshot}|{delta}")
+        return {snapshot.lower(), delta.lower()} <= names
 
     def describe(self, relation: Any) -> list[tuple[str, str]]:
         out = []
@@ -159,9 +224,11 @@ class Catalog:
         return out
 
     def describe_query(self, sql: str) -> list[tuple[str, str]]:
-        return [(str(r[0]).strip(), str(r[1]).strip())
-                for r in self.runner.fetch(S.describe_query(sql))
-                if r[0] and not str(r[0]).startswith("#")]
+        return [
+            (str(r[0]).strip(), str(r[1]).strip())
+            for r in self.runner.fetch(S.describe_query(sql))
+            if r[0] and not str(r[0]).startswith("#")
+        ]
 
     def properties(self, relation: Any) -> dict[str, str]:
         return {str(r[0]): str(r[1]) for r in self.runner.fetch(S.show_properties(str(relation)))}
@@ -180,8 +247,9 @@ class Catalog:
         except DbtRuntimeError:
             return None
 
-    def formatted(self, relation: Any, columns: Sequence[str] = (),
-                  values: Sequence[str] = ()) -> dict[str, str]:
+    def formatted(
+        self, relation: Any, columns: Sequence[str] = (), values: Sequence[str] = ()
+    ) -> dict[str, str]:
         """DESCRIBE FORMATTED's detail rows (Location, Provider, Num Buckets, ...) of a table,
         or of one of its partitions when `columns` and `values` are given."""
         out: dict[str, str] = {}
@@ -201,8 +269,9 @@ class Catalog:
     def partition_location(self, relation: Any, columns: Sequence[str], values: Values) -> str:
         info = self.formatted(relation, columns, values)
         if "Location" not in info:
-            raise ChainPlanError(f"{relation}: no location for partition "
-                                 f"{format_partition(columns, values)}")
+            raise ChainPlanError(
+                f"{relation}: no location for partition {format_partition(columns, values)}"
+            )
         return info["Location"]
 
     # ---- a chain table ------------------------------------------------------------------------
@@ -211,18 +280,35 @@ class Catalog:
         if not self.exists(tables.snapshot):
             raise ChainConfigError(
                 f"'{relation}' is not a chain table: {tables.snapshot} does not exist "
-                "(run the chain_incremental model first)")
-        return self.loaded(tables, self.properties(tables.snapshot),
-                           self.describe(tables.snapshot))
+                "(run the chain_incremental model first)"
+            )
+        return self.loaded(tables, self.properties(tables.snapshot), self.describe(tables.snapshot))
 
-    def loaded(self, tables: ChainTables, props: Mapping[str, str],
-               columns: Sequence[tuple[str, str]]) -> Loaded:
+    def loaded(
+        self, tables: ChainTables, props: Mapping[str, str], columns: Sequence[tuple[str, str]]
+    ) -> Loaded:
         """The chain's state from its properties and columns (already read) and both branches'
         partitions (listed now)."""
         opts = ChainOptions.from_properties(str(tables.snapshot), props)
-        return Loaded(tables, opts, tuple(columns), dict(props),
-                      tuple(self.partitions(tables.snapshot, opts.partition_by)),
-                      tuple(self.partitions(tables.delta, opts.partition_by)))
+        return Loaded(
+            tables,
+            opts,
+            tuple(columns),
+            dict(props),
+            tuple(self.partitions(tables.snapshot, opts.partition_by)),
+            tuple(self.partitions(tables.delta, opts.partition_by)),
+            self.cumulative_partitions(tables, opts),
+        )
+
+    def cumulative_partitions(
+        self, tables: ChainTables, opts: ChainOptions
+    ) -> tuple[Values, ...] | None:
+        """The cumulative delta's partitions (values + stamp), None when it does not exist."""
+        try:
+            paths = self.partition_paths(tables.cumulative)
+        except DbtRuntimeError:
+            return None
+        return tuple(parse_partition_path(p, [*opts.partition_by, STAMP_COLUMN]) for p in paths)
 
     # ---- properties of the snapshot branch ----------------------------------------------------
     def set_properties(self, relation: Any, props: Mapping[str, str]) -> None:

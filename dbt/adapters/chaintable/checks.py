@@ -22,8 +22,9 @@ def _key_text(columns: Sequence[str], values: Sequence[Any]) -> str:
     return "(" + ", ".join(f"{c}={v!r}" for c, v in zip(columns, values, strict=False)) + ")"
 
 
-def check_stage(catalog: Catalog, settings: ModelSettings, stage: str,
-                columns: Columns) -> list[Values]:
+def check_stage(
+    catalog: Catalog, settings: ModelSettings, stage: str, columns: Columns
+) -> list[Values]:
     """The partitions of the staged rows, or an error naming the model and the offending key.
     One scan summarises every partition of the stage (merge.stage_summary_sql); only a rule it
     finds broken (or a partition where a tie is possible) costs a query of its own."""
@@ -34,55 +35,63 @@ def check_stage(catalog: Catalog, settings: ModelSettings, stage: str,
     inside = None
     if spec:
         check_chain_partition(settings, spec)
-        inside = Renderer(opts, names, dict(columns), "", "").predicate(list(spec),
-                                                                         list(spec.values()))
+        inside = Renderer(opts, names, dict(columns), "", "").predicate(
+            list(spec), list(spec.values())
+        )
     n = len(opts.partition_by)
     summary = catalog.runner.fetch(merge.stage_summary_sql(opts, names, source, inside))
     parts = [r[:n] for r in summary]
     # per partition (stage_summary_sql's columns after the partition values)
     n_rows, n_keys, pk_null, bad_kind, refused, outside = (
-        [r[n + i] for r in summary] for i in range(6))
+        [r[n + i] for r in summary] for i in range(6)
+    )
     fetch = catalog.runner.fetch
     if sum(int(v or 0) for v in pk_null):
         row = fetch(merge.pk_null_sql(opts, source))[0]
         bad = [c for c, v in zip(opts.primary_key, row, strict=False) if v is None]
         raise ChainConfigError(
             f"chain_incremental model '{model}': NULL in primary key column(s) {bad}, e.g. key "
-            f"{_key_text(opts.primary_key, row)}; nothing was written")
+            f"{_key_text(opts.primary_key, row)}; nothing was written"
+        )
     bad_kind_sql = merge.bad_kind_sql(opts, source)
     if bad_kind_sql and sum(int(v or 0) for v in bad_kind):
         row = fetch(bad_kind_sql)[0]
         raise ChainConfigError(
             f"chain_incremental model '{model}': rowkind_field '{opts.rowkind_field}' must be "
             f"one of {list(merge.ROW_KINDS)}, got {row[-1]!r} for key "
-            f"{_key_text(opts.primary_key, row)}; nothing was written")
+            f"{_key_text(opts.primary_key, row)}; nothing was written"
+        )
     refused_sql = merge.refused_sql(opts, names, source)
     if refused_sql and sum(int(v or 0) for v in refused):
         row = fetch(refused_sql)[0]
         raise ChainConfigError(
             f"chain_incremental model '{model}': {merge.refusal(opts, names)}; got a "
             f"{row[-1]!r} row for key {_key_text(opts.primary_key, row)}; "
-            "nothing was written")
+            "nothing was written"
+        )
     sql = merge.tied_sql(opts, names, source)
     tie_possible = any(int(r) > int(k) for r, k in zip(n_rows, n_keys, strict=True))
     rows = fetch(sql) if sql and tie_possible else []
     if rows:
         shown = list(opts.primary_key) + ([opts.sequence_field] if opts.sequence_field else [])
         same = " with the same sequence value" if opts.sequence_field else ""
-        differ = (" that differ in order-sensitive columns"
-                  if opts.merge_engine == "aggregation" else "")
+        differ = (
+            " that differ in order-sensitive columns" if opts.merge_engine == "aggregation" else ""
+        )
         raise ChainConfigError(
             f"chain_incremental model '{model}': {rows[0][-1]} rows for key "
             f"{_key_text(shown, rows[0])} in one partition{same}{differ}; "
             "the merge order cannot decide between them (add a sequence_field or dedupe "
-            "the model); nothing was written")
+            "the model); nothing was written"
+        )
     outside_parts = [p for p, o in zip(parts, outside, strict=True) if str(o).lower() == "true"]
     if outside_parts:
         raise ChainConfigError(
             f"chain_incremental model '{model}': rows outside chain_partition "
             f"{dict(spec or {})}, e.g. partition "
             f"{settings.layout.path(tuple(str(v) for v in outside_parts[0]))}; "
-            "nothing was written")
+            "nothing was written"
+        )
     return [tuple(str(v) for v in p) for p in parts]
 
 
@@ -94,7 +103,8 @@ def check_chain_partition(settings: ModelSettings, spec: Mapping[str, str]) -> N
         raise ChainConfigError(
             f"chain_incremental model '{settings.model}': chain_partition {dict(spec)} must give "
             f"every chain key {list(opts.chain_keys)} (and optionally group keys), "
-            f"missing {missing}, unknown {unknown}")
+            f"missing {missing}, unknown {unknown}"
+        )
 
 
 def check_partition_times(settings: ModelSettings, parts: Sequence[Values]) -> None:
@@ -105,8 +115,11 @@ def check_partition_times(settings: ModelSettings, parts: Sequence[Values]) -> N
         return
     for part in parts:
         try:
-            expire.partition_time(opts.timestamp_pattern, opts.timestamp_formatter,
-                                  dict(zip(opts.partition_by, part, strict=True)))
+            expire.partition_time(
+                opts.timestamp_pattern,
+                opts.timestamp_formatter,
+                dict(zip(opts.partition_by, part, strict=True)),
+            )
         except (ChainConfigError, ValueError) as e:
             raise ChainConfigError(
                 f"chain_incremental model '{settings.model}': partition "
@@ -114,8 +127,9 @@ def check_partition_times(settings: ModelSettings, parts: Sequence[Values]) -> N
             ) from None
 
 
-def schema_change(settings: ModelSettings, delta: str, stage_cols: Columns,
-                  table_cols: Columns) -> tuple[list[tuple[str, str]], str]:
+def schema_change(
+    settings: ModelSettings, delta: str, stage_cols: Columns, table_cols: Columns
+) -> tuple[list[tuple[str, str]], str]:
     """How the model's columns differ from the stored ones, under on_schema_change (ignore |
     fail | append_new_columns): (columns to append to both branches, what to log). Both
     branches always keep one schema, so removed or retyped columns are refused."""
@@ -124,13 +138,18 @@ def schema_change(settings: ModelSettings, delta: str, stage_cols: Columns,
     new = {c.lower(): t for c, t in stage_cols}
     added = [(c, t) for c, t in stage_cols if c.lower() not in have]
     removed = [c for c, _ in table_cols if c.lower() not in new]
-    retyped = [f"{c} {have[c.lower()]} -> {new[c.lower()]}" for c, _ in table_cols
-               if c.lower() in new and new[c.lower()] != have[c.lower()]]
+    retyped = [
+        f"{c} {have[c.lower()]} -> {new[c.lower()]}"
+        for c, _ in table_cols
+        if c.lower() in new and new[c.lower()] != have[c.lower()]
+    ]
     if not (added or removed or retyped):
         return [], ""
-    desc = (f"chain_incremental model '{settings.model}': the model's columns differ from "
-            f"{delta}: added {[c for c, _ in added]}, removed {removed}, "
-            f"type changed {retyped}")
+    desc = (
+        f"chain_incremental model '{settings.model}': the model's columns differ from "
+        f"{delta}: added {[c for c, _ in added]}, removed {removed}, "
+        f"type changed {retyped}"
+    )
     if mode == "fail" or removed or retyped:
         raise ChainConfigError(desc + f" (on_schema_change={mode}); nothing was written")
     if mode == "append_new_columns":

@@ -36,6 +36,7 @@ class ChainTableConfig(SparkConfig):
     partition_expiration_max_num: int | None = None
     chain_branch: str | None = None
     chain_partition: dict[str, Any] | str | None = None
+    cumulative_delta: bool | None = None
     tblproperties: dict[str, str] | None = None
 
 
@@ -61,8 +62,10 @@ class ModelSettings:
         opts = ChainOptions.from_config(model, config)
         forced = config.get("chain_branch")
         if forced is not None and forced not in BRANCHES:
-            raise ChainConfigError(f"chain_incremental model '{model}': chain_branch '{forced}' "
-                                   f"is not one of {list(BRANCHES)}")
+            raise ChainConfigError(
+                f"chain_incremental model '{model}': chain_branch '{forced}' "
+                f"is not one of {list(BRANCHES)}"
+            )
         chain_partition = config.get("chain_partition")
         clustered = config.get("clustered_by") or ()
         return cls(

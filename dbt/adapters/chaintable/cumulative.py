@@ -28,15 +28,30 @@ from dbt.adapters.chaintable.planner import ChainState, ReadPlan, Values
 STAMP_COLUMN = "ct__stamp"  # the partition column of t__cumulative after partition_by
 # aggregates whose result depends on the order of their inputs; the rowkind field's merged
 # value (the kind of the latest row) depends on it too
-ORDER_SENSITIVE = ("first_value", "last_value", "first_non_null_value", "last_non_null_value",
-                   "listagg")
+ORDER_SENSITIVE = (
+    "first_value",
+    "last_value",
+    "first_non_null_value",
+    "last_non_null_value",
+    "listagg",
+)
 
 
 def options_digest(opts: ChainOptions, columns: Sequence[str]) -> str:
     """What else a C partition's content depends on: merge options and columns."""
-    text = repr((opts.primary_key, opts.sequence_field, opts.rowkind_field, opts.merge_engine,
-                 sorted(opts.aggregate_functions.items()), sorted(opts.ignore_retract),
-                 opts.remove_record_on_delete, opts.ignore_delete, tuple(columns)))
+    text = repr(
+        (
+            opts.primary_key,
+            opts.sequence_field,
+            opts.rowkind_field,
+            opts.merge_engine,
+            sorted(opts.aggregate_functions.items()),
+            sorted(opts.ignore_retract),
+            opts.remove_record_on_delete,
+            opts.ignore_delete,
+            tuple(columns),
+        )
+    )
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
@@ -67,7 +82,8 @@ def incremental(opts: ChainOptions, value_columns: Sequence[str]) -> bool:
     if opts.merge_engine == "aggregation":
         # the rowkind field merges to the kind of the latest insert or update: order-sensitive
         return not opts.rowkind_field and not any(
-            opts.aggregate_function(c) in ORDER_SENSITIVE for c in value_columns)
+            opts.aggregate_function(c) in ORDER_SENSITIVE for c in value_columns
+        )
     return True
 
 
@@ -138,9 +154,10 @@ class Cumulative:
     def builds(self, days: Iterable[Values], incremental_ok: bool) -> list[Build]:
         """Builds for `days` (group + chain values of delta-only days), in chain order within
         each group, each from the previous day's C when that one serves or is built before."""
-        wanted = sorted({tuple(d) for d in days},
-                        key=lambda v: (self.state.split(v)[0],
-                                       self.state.sort_key(self.state.split(v)[1])))
+        wanted = sorted(
+            {tuple(d) for d in days},
+            key=lambda v: (self.state.split(v)[0], self.state.sort_key(self.state.split(v)[1])),
+        )
         ready = {k: s for k, v in self.stored.items() for s in v if self._serves(k, s)}
         out = []
         for day in wanted:

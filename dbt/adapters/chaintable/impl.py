@@ -13,9 +13,11 @@ from typing import Any
 
 from dbt.adapters.base import available
 from dbt.adapters.base.relation import BaseRelation
+from dbt.adapters.contracts.relation import RelationType
 from dbt.adapters.spark.impl import SparkAdapter
 
-from dbt.adapters.chaintable.catalog import Catalog, ChainTables
+from dbt.adapters.chaintable.accumulate import Accumulator
+from dbt.adapters.chaintable.catalog import Catalog, ChainTables, name_of, schema_of
 from dbt.adapters.chaintable.config import ChainTableConfig
 from dbt.adapters.chaintable.connections import ChainTableConnectionManager
 from dbt.adapters.chaintable.maintenance import Maintenance
@@ -35,8 +37,11 @@ class Chain:
         self.catalog = Catalog(runner)
         self.publisher = Publisher(self.catalog)
         self.views = ViewWriter(self.catalog)
-        self.maintenance = Maintenance(self.catalog, self.publisher, self.views)
-        self.runs = RunFlow(self.catalog, self.publisher, self.views, self.maintenance)
+        self.accumulator = Accumulator(self.catalog, self.views)
+        self.maintenance = Maintenance(self.catalog, self.publisher, self.views, self.accumulator)
+        self.runs = RunFlow(
+            self.catalog, self.publisher, self.views, self.accumulator, self.maintenance
+        )
 
 
 class ChainTableAdapter(SparkAdapter):
@@ -53,35 +58,59 @@ class ChainTableAdapter(SparkAdapter):
         return ChainTables.of(relation)
 
     @available
-    def chain_relation(self, model: str | None, relation: Any, default_schema: str,
-                       nodes: list[Mapping[str, Any]] | None = None) -> BaseRelation:
+    def chain_relation(
+        self,
+        model: str | None,
+        relation: Any,
+        default_schema: str,
+        nodes: list[Mapping[str, Any]] | None = None,
+    ) -> BaseRelation:
         """Resolve an operation's `model: t` (a model of the project) or `relation: schema.t`."""
         if relation:
             parts = str(relation).split(".")
             schema, ident = (parts[-2], parts[-1]) if len(parts) > 1 else (default_schema, parts[0])
-            return self.Relation.create(schema=schema, identifier=ident, type="view")
+            return self.Relation.create(schema=schema, identifier=ident, type=RelationType.View)
         if not model:
             raise ChainConfigError(
-                "give the chain table as `model: <name>` or `relation: schema.name`")
+                "give the chain table as `model: <name>` or `relation: schema.name`"
+            )
         for node in nodes or []:
             if node.get("name") == model and node.get("resource_type") == "model":
-                return self.Relation.create(schema=node["schema"],
-                                            identifier=node.get("alias") or model, type="view")
+                return self.Relation.create(
+                    schema=node["schema"],
+                    identifier=node.get("alias") or model,
+                    type=RelationType.View,
+                )
         raise ChainConfigError(f"no model named '{model}' in this project")
 
     # ---- the materialization -----------------------------------------------------------------
     @available
-    def chain_prepare(self, relation: BaseRelation, model: str, config: Mapping[str, Any],
-                      full_refresh: bool, full_refresh_flag: bool, empty: bool = False) -> ChainRun:
+    def chain_prepare(
+        self,
+        relation: BaseRelation,
+        model: str,
+        config: Mapping[str, Any],
+        full_refresh: bool,
+        full_refresh_flag: bool,
+        empty: bool = False,
+    ) -> ChainRun:
         return self.chain.runs.prepare(
-            relation, model, config, full_refresh, full_refresh_flag, empty,
-            existing=lambda: self.get_relation(relation.database, relation.schema,
-                                               relation.identifier),
-            drop=self.drop_relation)
+            relation,
+            model,
+            config,
+            full_refresh,
+            full_refresh_flag,
+            empty,
+            existing=lambda: self.get_relation(
+                relation.database or "", schema_of(relation), name_of(relation)
+            ),
+            drop=self.drop_relation,
+        )
 
     @available
-    def chain_is_incremental(self, relation: BaseRelation, config: Mapping[str, Any],
-                             full_refresh: bool) -> bool:
+    def chain_is_incremental(
+        self, relation: BaseRelation, config: Mapping[str, Any], full_refresh: bool
+    ) -> bool:
         return self.chain.runs.is_incremental(relation, config, full_refresh)
 
     @available
@@ -94,12 +123,15 @@ class ChainTableAdapter(SparkAdapter):
         return self.chain.maintenance.read_sql(relation, partition)
 
     @available
-    def chain_compact(self, relation: BaseRelation, partition: Any, overwrite: bool = False) -> bool:
+    def chain_compact(
+        self, relation: BaseRelation, partition: Any, overwrite: bool = False
+    ) -> bool:
         return self.chain.maintenance.compact(relation, partition, overwrite)
 
     @available
-    def chain_expire(self, relation: BaseRelation, now: str | None = None,
-                     dry_run: bool = False) -> list[str]:
+    def chain_expire(
+        self, relation: BaseRelation, now: str | None = None, dry_run: bool = False
+    ) -> list[str]:
         return self.chain.maintenance.expire(relation, now, dry_run)
 
     @available
@@ -107,6 +139,7 @@ class ChainTableAdapter(SparkAdapter):
         return self.chain.maintenance.status(relation, now)
 
     @available
-    def chain_drop_partition(self, relation: BaseRelation, partition: Any,
-                             branch: str = "snapshot") -> str:
+    def chain_drop_partition(
+        self, relation: BaseRelation, partition: Any, branch: str = "snapshot"
+    ) -> str:
         return self.chain.maintenance.drop_partition(relation, partition, branch)

@@ -10,7 +10,9 @@ from dbt.adapters.base.relation import BaseRelation
 
 from dbt.adapters.chaintable import expire, safety
 from dbt.adapters.chaintable import status as status_mod
+from dbt.adapters.chaintable.accumulate import Accumulator
 from dbt.adapters.chaintable.catalog import Catalog, ChainTables, Loaded
+from dbt.adapters.chaintable.expire import ExpirationPlan
 from dbt.adapters.chaintable.options import (
     BRANCHES,
     P_LAST_EXPIRE_CHECK,
@@ -39,8 +41,11 @@ def parse_now(now: str | None) -> dt.datetime:
 
 
 class Maintenance:
-    def __init__(self, catalog: Catalog, publisher: Publisher, views: ViewWriter):
+    def __init__(
+        self, catalog: Catalog, publisher: Publisher, views: ViewWriter, accumulator: Accumulator
+    ):
         self.catalog, self.publisher, self.views = catalog, publisher, views
+        self.accumulator = accumulator
         self.run = catalog.runner.run
 
     # ---- reads --------------------------------------------------------------------------------
@@ -48,13 +53,16 @@ class Maintenance:
         """Full state of one partition (all groups, or the groups the spec names) as a SELECT."""
         loaded = self.catalog.load(relation)
         plans = loaded.state().plan_partition_read(parse_partition_spec(partition))
-        return loaded.renderer().partition_read(plans)
+        return loaded.renderer().partition_read(plans, loaded.serving(plans))
 
     def status(self, relation: BaseRelation, now: str | None = None) -> str:
         loaded = self.catalog.load(relation)
-        plan = (self.expiration_plan(loaded, parse_now(now))
-                if loaded.opts.expiration_enabled else None)
-        return status_mod.render(loaded.opts, loaded.state(), loaded.stale(), plan)
+        plan = (
+            self.expiration_plan(loaded, parse_now(now)) if loaded.opts.expiration_enabled else None
+        )
+        state = loaded.state()
+        serving = loaded.serving(state.delta_only()) if loaded.opts.cumulative_delta else None
+        return status_mod.render(loaded.opts, state, loaded.stale(), plan, serving)
 
     # ---- compaction ---------------------------------------------------------------------------
     def compact(self, relation: BaseRelation, partition: Any, overwrite: bool) -> bool:
@@ -64,77 +72,98 @@ class Maintenance:
     def _compact(self, relation: BaseRelation, partition: Any, overwrite: bool) -> bool:
         loaded = self.catalog.load(relation)
         state, renderer, lay = loaded.state(), loaded.renderer(), loaded.layout
-        plan = state.plan_compaction(parse_partition_spec(partition), overwrite=bool(overwrite),
-                                     history=loaded.history())
+        plan = state.plan_compaction(
+            parse_partition_spec(partition), overwrite=bool(overwrite), history=loaded.history()
+        )
         logger.info(f"compact_chain {relation}: {plan.message}")
         if not plan.written:
             return False
         for p in plan.writes:
             anchor = lay.chain_path(p.anchor) if p.anchor else "none"
-            logger.info(f"  {state.describe_group(p.group)}: anchor {anchor} + {len(p.deltas)} "
-                        f"delta partition(s) -> snapshot {lay.chain_path(p.chain)}")
+            logger.info(
+                f"  {state.describe_group(p.group)}: anchor {anchor} + {len(p.deltas)} "
+                f"delta partition(s) -> snapshot {lay.chain_path(p.chain)}"
+            )
         written = [p.group + p.chain for p in plan.writes]
+        loaded = self.accumulator.before_write(loaded, "snapshot", written)
         # merged rows land in a fresh directory, then each snapshot partition is switched to it;
         # the view's merged branch for a delta-only partition keeps reading the same rows until
         # the refresh below, because its snapshot branch excludes that partition
         snapshot = loaded.tables.snapshot
-        self.publisher.create_pub(snapshot, loaded, renderer.merged(plan.chain, plan.writes),
-                                  written, safety.new_run_id())
+        source = renderer.merged(plan.chain, plan.writes, serving=loaded.serving(plan.writes))
+        self.publisher.create_pub(snapshot, loaded, source, written, safety.new_run_id())
         safety.failpoint("compact.staged")
-        self.publisher.publish(snapshot, loaded.tables.pub, loaded.opts.partition_by, written,
-                               existing=loaded.snapshots)
+        self.publisher.publish(
+            snapshot,
+            loaded.tables.pub,
+            loaded.opts.partition_by,
+            written,
+            existing=loaded.snapshots,
+        )
         for row in self.catalog.runner.fetch(renderer.count_by_group(str(snapshot), written)):
             group = tuple(str(v) for v in row[:-1])
             logger.info(f"  wrote {row[-1]} row(s) for {state.describe_group(group)}")
         stale = loaded.stale()
         by_values = {lay.parse(k): v for k, v in stale.items()}
-        after = {lay.path(k): v
-                 for k, v in state.stale_after_compaction(plan.writes, by_values).items()}
+        after = {
+            lay.path(k): v for k, v in state.stale_after_compaction(plan.writes, by_values).items()
+        }
         if after != stale:
             self.catalog.set_stale(loaded.tables, after)
         # the publish added or switched exactly `written` in the snapshot branch (under the lock)
-        self.views.refresh(loaded.with_published("snapshot", written))
+        loaded = self.accumulator.after_write(loaded.with_published("snapshot", written), written)
+        self.views.refresh(loaded)
         return True
 
     # ---- expiration ---------------------------------------------------------------------------
-    def expiration_plan(self, loaded: Loaded, now: dt.datetime) -> expire.ExpirationPlan:
+    def expiration_plan(self, loaded: Loaded, now: dt.datetime) -> ExpirationPlan:
         opts, state = loaded.opts, loaded.state()
         if not opts.expiration_enabled:
             raise ChainConfigError(
-                f"{loaded.tables.view}: partition_expiration_time is not configured")
+                f"{loaded.tables.view}: partition_expiration_time is not configured"
+            )
         assert opts.timestamp_pattern and opts.timestamp_formatter and opts.expiration_time
 
         pattern, formatter = opts.timestamp_pattern, opts.timestamp_formatter
 
         def time_of(group: Values, chain: Values) -> dt.datetime:
-            return expire.partition_time(pattern, formatter,
-                                         dict(zip(opts.partition_by, group + chain, strict=True)))
+            return expire.partition_time(
+                pattern, formatter, dict(zip(opts.partition_by, group + chain, strict=True))
+            )
 
         # a group with stale snapshots keeps its history until they are recompacted: expiring
         # it would drop the partitions they must be rebuilt from
         held = {state.split(loaded.layout.parse(k))[0] for k in loaded.stale()}
         for g in sorted(held):
-            logger.info(f"{loaded.tables.view}: {state.describe_group(g)} has stale snapshots "
-                        "(chain_status lists them); not expired until they are recompacted")
+            logger.info(
+                f"{loaded.tables.view}: {state.describe_group(g)} has stale snapshots "
+                "(chain_status lists them); not expired until they are recompacted"
+            )
 
         def kept(parts: frozenset[Values]) -> list[tuple[Values, Values]]:
             return [state.split(p) for p in parts if state.split(p)[0] not in held]
 
-        return expire.plan_expiration(kept(state.snapshots), kept(state.deltas), time_of, now,
-                                      expire.parse_duration(opts.expiration_time), opts.max_num)
+        return expire.plan_expiration(
+            kept(state.snapshots),
+            kept(state.deltas),
+            time_of,
+            now,
+            expire.parse_duration(opts.expiration_time),
+            opts.max_num,
+        )
 
     def expire(self, relation: BaseRelation, now: str | None, dry_run: bool) -> list[str]:
         if dry_run:
             loaded = self.catalog.load(relation)
-            return self._apply_expiration(loaded, self.expiration_plan(loaded, parse_now(now)),
-                                          dry_run=True)
+            return self._apply_expiration(
+                loaded, self.expiration_plan(loaded, parse_now(now)), dry_run=True
+            )
         with self.publisher.locked(ChainTables.of(relation), "expire_chain"):
             loaded = self.catalog.load(relation)
             plan = self.expiration_plan(loaded, parse_now(now))
             return self._apply_expiration(loaded, plan, dry_run=False)
 
-    def _apply_expiration(self, loaded: Loaded, plan: expire.ExpirationPlan,
-                          dry_run: bool) -> list[str]:
+    def _apply_expiration(self, loaded: Loaded, plan: ExpirationPlan, dry_run: bool) -> list[str]:
         lay = loaded.layout
 
         def path(group: Values, chain: Values) -> str:
@@ -142,10 +171,13 @@ class Maintenance:
 
         lines = expire.format_plan(plan, path)
         verb = "would drop" if dry_run else "dropping"
-        header = (f"expire_chain {loaded.tables.view} (cutoff {plan.cutoff:%Y-%m-%d %H:%M:%S}): "
-                  + ("nothing to expire" if plan.is_empty() else f"{verb} "
-                     f"{len(plan.snapshot_drops())} snapshot and {len(plan.delta_drops())} "
-                     "delta partition(s)"))
+        header = f"expire_chain {loaded.tables.view} (cutoff {plan.cutoff:%Y-%m-%d %H:%M:%S}): " + (
+            "nothing to expire"
+            if plan.is_empty()
+            else f"{verb} "
+            f"{len(plan.snapshot_drops())} snapshot and {len(plan.delta_drops())} "
+            "delta partition(s)"
+        )
         if dry_run or plan.is_empty():
             return [header, *lines]
         renderer = loaded.renderer()
@@ -166,8 +198,9 @@ class Maintenance:
         stale = loaded.stale()
         dropped = {lay.path(p) for p in snaps}
         if any(k in dropped for k in stale):
-            self.catalog.set_stale(loaded.tables,
-                                   {k: v for k, v in stale.items() if k not in dropped})
+            self.catalog.set_stale(
+                loaded.tables, {k: v for k, v in stale.items() if k not in dropped}
+            )
         for line in [header, *lines]:
             logger.info(line)
         return [header, *lines]
@@ -179,15 +212,19 @@ class Maintenance:
         opts = loaded.opts
         now = dt.datetime.now().replace(microsecond=0)
         last = loaded.props.get(P_LAST_EXPIRE_CHECK)
-        interval = (expire.parse_duration(opts.check_interval) if opts.check_interval
-                    else dt.timedelta(0))
+        interval = (
+            expire.parse_duration(opts.check_interval) if opts.check_interval else dt.timedelta(0)
+        )
         if last and now - dt.datetime.strptime(last, TS_FORMAT) < interval:
-            logger.info(f"{relation}: partition expiration checked at {last}; next check after "
-                        f"{opts.check_interval}")
+            logger.info(
+                f"{relation}: partition expiration checked at {last}; next check after "
+                f"{opts.check_interval}"
+            )
             return
         self._apply_expiration(loaded, self.expiration_plan(loaded, now), dry_run=False)
-        self.catalog.set_properties(loaded.tables.snapshot,
-                                    {P_LAST_EXPIRE_CHECK: now.strftime(TS_FORMAT)})
+        self.catalog.set_properties(
+            loaded.tables.snapshot, {P_LAST_EXPIRE_CHECK: now.strftime(TS_FORMAT)}
+        )
 
     # ---- dropping one partition ---------------------------------------------------------------
     def drop_partition(self, relation: BaseRelation, partition: Any, branch: str) -> str:
@@ -201,8 +238,9 @@ class Maintenance:
         spec = parse_partition_spec(partition)
         missing = [c for c in loaded.opts.partition_by if c not in spec]
         if missing:
-            raise ChainPlanError(f"drop_chain_partition {relation}: give every partition column, "
-                                 f"missing {missing}")
+            raise ChainPlanError(
+                f"drop_chain_partition {relation}: give every partition column, missing {missing}"
+            )
         values = tuple(spec[c] for c in loaded.opts.partition_by)
         group, chain = state.split(values)
         label = loaded.layout.path(values)
@@ -212,8 +250,13 @@ class Maintenance:
         if values not in parts:
             return f"{relation}: no {branch} partition {label}; nothing dropped"
         if branch == "snapshot":
-            error = expire.check_snapshot_drop(group, chain, state.snapshot_chains().get(group, []),
-                                               state.delta_chains().get(group, []), state.sort_key)
+            error = expire.check_snapshot_drop(
+                group,
+                chain,
+                state.snapshot_chains().get(group, []),
+                state.delta_chains().get(group, []),
+                state.sort_key,
+            )
             if error:
                 raise ChainPlanError(f"drop_chain_partition {relation} {label}: {error}")
         gone = {"snapshots" if branch == "snapshot" else "deltas": [values]}

@@ -3,11 +3,13 @@
 The TBLPROPERTIES use Paimon's option keys so that every operation (compaction, expiration,
 status) works from the catalog alone, without the dbt project that created the table.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -15,8 +17,18 @@ from dbt.adapters.chaintable import expire
 
 MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 AGGREGATE_FUNCTIONS = (
-    "sum", "product", "count", "max", "min", "first_value", "last_value",
-    "first_non_null_value", "last_non_null_value", "listagg", "bool_and", "bool_or",
+    "sum",
+    "product",
+    "count",
+    "max",
+    "min",
+    "first_value",
+    "last_value",
+    "first_non_null_value",
+    "last_non_null_value",
+    "listagg",
+    "bool_and",
+    "bool_or",
 )
 # Retraction (-U/-D) has a meaning only for these aggregates (Paimon's FieldAggregator.retract).
 RETRACTABLE_FUNCTIONS = ("sum", "product", "count")
@@ -55,13 +67,15 @@ DEFAULT_VIEW_RECENT = 7
 # "<version> <digest>": the mapping table's version the view reads and a digest of its rows, so
 # a refresh whose mapped reads did not change (a daily run) reuses it instead of writing it again
 P_VIEW_MAP = "chaintable.view-map"
+# whether delta-only days are served from the cumulative delta (model config cumulative_delta)
+P_CUMULATIVE = "chaintable.cumulative-delta"
 
 
 class ChainConfigError(DbtRuntimeError):
     """A chain table configuration that cannot work; raised before anything is written."""
 
 
-def _as_list(value: Any) -> Tuple[str, ...]:
+def _as_list(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -79,29 +93,30 @@ def _as_bool(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class ChainOptions:
-    partition_by: Tuple[str, ...]
-    chain_keys: Tuple[str, ...]
-    primary_key: Tuple[str, ...]
-    sequence_field: Optional[str] = None
-    rowkind_field: Optional[str] = None
+    partition_by: tuple[str, ...]
+    chain_keys: tuple[str, ...]
+    primary_key: tuple[str, ...]
+    sequence_field: str | None = None
+    rowkind_field: str | None = None
     merge_engine: str = "deduplicate"
-    timestamp_pattern: Optional[str] = None
-    timestamp_formatter: Optional[str] = None
-    expiration_time: Optional[str] = None
-    check_interval: Optional[str] = None
-    max_num: Optional[int] = None
-    aggregate_functions: Dict[str, str] = field(default_factory=dict)
-    ignore_retract: Tuple[str, ...] = ()
+    timestamp_pattern: str | None = None
+    timestamp_formatter: str | None = None
+    expiration_time: str | None = None
+    check_interval: str | None = None
+    max_num: int | None = None
+    aggregate_functions: dict[str, str] = field(default_factory=dict)
+    ignore_retract: tuple[str, ...] = ()
     remove_record_on_delete: bool = False
     ignore_delete: bool = False
+    cumulative_delta: bool = True
 
     # ---- derived -------------------------------------------------------------------------
     @property
-    def group_keys(self) -> Tuple[str, ...]:
+    def group_keys(self) -> tuple[str, ...]:
         return self.partition_by[: len(self.partition_by) - len(self.chain_keys)]
 
     @property
-    def merge_keys(self) -> Tuple[str, ...]:
+    def merge_keys(self) -> tuple[str, ...]:
         """Columns identifying one record across the chain: the primary key without chain keys."""
         return tuple(c for c in self.primary_key if c not in self.chain_keys)
 
@@ -114,8 +129,8 @@ class ChainOptions:
 
     # ---- construction --------------------------------------------------------------------
     @classmethod
-    def from_config(cls, model: str, config: Mapping[str, Any]) -> "ChainOptions":
-        """Validate a model's config (SPEC §5); every error names the model and the option."""
+    def from_config(cls, model: str, config: Mapping[str, Any]) -> ChainOptions:
+        """Validate a model's config (docs/design.md#validation); every error names the model and the option."""
 
         def fail(msg: str) -> ChainConfigError:
             return ChainConfigError(f"chain_incremental model '{model}': {msg}")
@@ -123,22 +138,29 @@ class ChainOptions:
         try:
             partition_by = _as_list(config.get("partition_by"))
         except TypeError:
-            raise fail("partition_by must be a list of column names, "
-                       f"got {config.get('partition_by')!r}")
+            raise fail(
+                f"partition_by must be a list of column names, got {config.get('partition_by')!r}"
+            ) from None
         if not partition_by:
-            raise fail("partition_by is required: a chain table is partitioned "
-                       "(group keys then chain keys), e.g. partition_by=['dt']")
+            raise fail(
+                "partition_by is required: a chain table is partitioned "
+                "(group keys then chain keys), e.g. partition_by=['dt']"
+            )
         chain_keys = _as_list(config.get("chain_partition_keys")) or partition_by
-        if chain_keys != partition_by[len(partition_by) - len(chain_keys):]:
-            raise fail(f"chain_partition_keys {list(chain_keys)} must be a contiguous suffix of "
-                       f"partition_by {list(partition_by)}")
+        if chain_keys != partition_by[len(partition_by) - len(chain_keys) :]:
+            raise fail(
+                f"chain_partition_keys {list(chain_keys)} must be a contiguous suffix of "
+                f"partition_by {list(partition_by)}"
+            )
         primary_key = _as_list(config.get("primary_key"))
         if not primary_key:
             raise fail("primary_key is required (a list containing every partition column)")
         missing = [c for c in partition_by if c not in primary_key]
         if missing:
-            raise fail(f"primary_key {list(primary_key)} must contain every partition column; "
-                       f"missing {missing}")
+            raise fail(
+                f"primary_key {list(primary_key)} must contain every partition column; "
+                f"missing {missing}"
+            )
 
         engine = str(config.get("merge_engine") or "deduplicate")
         if engine not in MERGE_ENGINES:
@@ -149,8 +171,10 @@ class ChainOptions:
             if col is not None and col in primary_key:
                 raise fail(f"{name} '{col}' cannot be a primary key column")
         if engine == "first-row" and sequence_field:
-            raise fail("merge_engine 'first-row' cannot be used with a sequence_field "
-                       f"('{sequence_field}'): the first row wins, whatever its sequence")
+            raise fail(
+                "merge_engine 'first-row' cannot be used with a sequence_field "
+                f"('{sequence_field}'): the first row wins, whatever its sequence"
+            )
 
         aggs_raw = config.get("aggregate_functions") or {}
         if not isinstance(aggs_raw, Mapping):
@@ -160,16 +184,22 @@ class ChainOptions:
             raise fail("aggregate_functions is set but merge_engine is not 'aggregation'")
         for col, fn in aggs.items():
             if fn not in AGGREGATE_FUNCTIONS:
-                raise fail(f"aggregate function '{fn}' for column '{col}' is not one of "
-                           f"{list(AGGREGATE_FUNCTIONS)}")
+                raise fail(
+                    f"aggregate function '{fn}' for column '{col}' is not one of "
+                    f"{list(AGGREGATE_FUNCTIONS)}"
+                )
             if col == sequence_field:
-                raise fail(f"column '{col}' is the sequence_field and cannot have an aggregate "
-                           f"function ('{fn}')")
+                raise fail(
+                    f"column '{col}' is the sequence_field and cannot have an aggregate "
+                    f"function ('{fn}')"
+                )
             if col in primary_key:
                 raise fail(f"column '{col}' is a primary key column and cannot be aggregated")
             if col == rowkind_field:
-                raise fail(f"column '{col}' is the rowkind_field and cannot have an aggregate "
-                           f"function ('{fn}'): a merged row is always an insert")
+                raise fail(
+                    f"column '{col}' is the rowkind_field and cannot have an aggregate "
+                    f"function ('{fn}'): a merged row is always an insert"
+                )
         ignore_retract_raw = config.get("ignore_retract") or ()
         if isinstance(ignore_retract_raw, Mapping):
             ignore_retract = tuple(k for k, v in ignore_retract_raw.items() if _as_bool(v))
@@ -179,14 +209,18 @@ class ChainOptions:
         remove_on_delete = _as_bool(config.get("partial_update_remove_record_on_delete", False))
         ignore_delete = _as_bool(config.get("partial_update_ignore_delete", False))
         if remove_on_delete and ignore_delete:
-            raise fail("partial_update_remove_record_on_delete and partial_update_ignore_delete "
-                       "contradict each other (a delete cannot both remove the key and be ignored)")
+            raise fail(
+                "partial_update_remove_record_on_delete and partial_update_ignore_delete "
+                "contradict each other (a delete cannot both remove the key and be ignored)"
+            )
 
-        max_num = config.get("partition_expiration_max_num")
+        raw_max_num = config.get("partition_expiration_max_num")
         try:
-            max_num = int(max_num) if max_num not in (None, "") else None
+            max_num = None if raw_max_num is None or raw_max_num == "" else int(raw_max_num)
         except (TypeError, ValueError):
-            raise fail(f"partition_expiration_max_num must be an integer, got {max_num!r}")
+            raise fail(
+                f"partition_expiration_max_num must be an integer, got {raw_max_num!r}"
+            ) from None
         if max_num is not None and max_num < 1:
             raise fail(f"partition_expiration_max_num must be >= 1, got {max_num}")
 
@@ -206,15 +240,16 @@ class ChainOptions:
             ignore_retract=ignore_retract,
             remove_record_on_delete=remove_on_delete,
             ignore_delete=ignore_delete,
+            cumulative_delta=_as_bool(config.get("cumulative_delta", True)),
         )
         try:
             opts.validate_timestamps()
         except expire.ExpirationConfigError as e:
-            raise fail(str(e))
+            raise fail(str(e)) from None
         return opts
 
     def validate_timestamps(self) -> None:
-        """Expiration needs a pattern and a formatter that give a complete date (SPEC §5)."""
+        """Expiration needs a pattern and a formatter that give a complete date."""
         if self.expiration_time:
             expire.parse_duration(self.expiration_time)
             if self.check_interval:
@@ -222,13 +257,16 @@ class ChainOptions:
             if not self.timestamp_pattern or not self.timestamp_formatter:
                 raise expire.ExpirationConfigError(
                     "partition_expiration_time is set, so partition_timestamp_pattern and "
-                    "partition_timestamp_formatter are required (e.g. '$dt' and 'yyyyMMdd')")
+                    "partition_timestamp_formatter are required (e.g. '$dt' and 'yyyyMMdd')"
+                )
         if self.timestamp_pattern or self.timestamp_formatter:
             if not (self.timestamp_pattern and self.timestamp_formatter):
                 raise expire.ExpirationConfigError(
-                    "partition_timestamp_pattern and partition_timestamp_formatter go together")
+                    "partition_timestamp_pattern and partition_timestamp_formatter go together"
+                )
             expire.validate_timestamp_config(
-                self.timestamp_pattern, self.timestamp_formatter, self.partition_by)
+                self.timestamp_pattern, self.timestamp_formatter, self.partition_by
+            )
 
     def validate_columns(self, model: str, columns: Sequence[str]) -> None:
         """Checks that need the model's output columns."""
@@ -243,10 +281,11 @@ class ChainOptions:
             if col.lower() not in present:
                 raise ChainConfigError(
                     f"chain_incremental model '{model}': {option} column '{col}' is not in the "
-                    f"model's columns {list(columns)}")
+                    f"model's columns {list(columns)}"
+                )
 
     # ---- TBLPROPERTIES round trip --------------------------------------------------------
-    def to_properties(self) -> Dict[str, str]:
+    def to_properties(self) -> dict[str, str]:
         props = {
             P_ENABLED: "true",
             P_PARTITION: ",".join(self.partition_by),
@@ -267,6 +306,7 @@ class ChainOptions:
         if self.merge_engine == "partial-update":
             props[P_PU_REMOVE_ON_DELETE] = str(self.remove_record_on_delete).lower()
             props[P_PU_IGNORE_DELETE] = str(self.ignore_delete).lower()
+        props[P_CUMULATIVE] = str(self.cumulative_delta).lower()
         for col, fn in self.aggregate_functions.items():
             props[f"{P_FIELD_PREFIX}{col}{P_AGG_SUFFIX}"] = fn
         for col in self.ignore_retract:
@@ -274,16 +314,19 @@ class ChainOptions:
         return props
 
     @classmethod
-    def from_properties(cls, table: str, props: Mapping[str, str]) -> "ChainOptions":
+    def from_properties(cls, table: str, props: Mapping[str, str]) -> ChainOptions:
         if props.get(P_ENABLED) != "true":
             raise ChainConfigError(f"'{table}' is not a chain table (no '{P_ENABLED}' property)")
         aggs, retract = {}, []
         for key, value in props.items():
             if key.startswith(P_FIELD_PREFIX) and key.endswith(P_AGG_SUFFIX):
-                aggs[key[len(P_FIELD_PREFIX): -len(P_AGG_SUFFIX)]] = value
-            elif key.startswith(P_FIELD_PREFIX) and key.endswith(P_RETRACT_SUFFIX):
-                if _as_bool(value):
-                    retract.append(key[len(P_FIELD_PREFIX): -len(P_RETRACT_SUFFIX)])
+                aggs[key[len(P_FIELD_PREFIX) : -len(P_AGG_SUFFIX)]] = value
+            elif (
+                key.startswith(P_FIELD_PREFIX)
+                and key.endswith(P_RETRACT_SUFFIX)
+                and _as_bool(value)
+            ):
+                retract.append(key[len(P_FIELD_PREFIX) : -len(P_RETRACT_SUFFIX)])
         return cls(
             partition_by=_as_list(props.get(P_PARTITION)),
             chain_keys=_as_list(props.get(P_CHAIN_KEYS)),
@@ -300,22 +343,26 @@ class ChainOptions:
             ignore_retract=tuple(sorted(retract)),
             remove_record_on_delete=_as_bool(props.get(P_PU_REMOVE_ON_DELETE, "false")),
             ignore_delete=_as_bool(props.get(P_PU_IGNORE_DELETE, "false")),
+            cumulative_delta=_as_bool(props.get(P_CUMULATIVE, "true")),
         )
 
-    def structural_differences(self, other: "ChainOptions") -> Dict[str, Tuple[Any, Any]]:
+    def structural_differences(self, other: ChainOptions) -> dict[str, tuple[Any, Any]]:
         """Options whose change would reinterpret stored data (a full refresh is needed)."""
         keys = ("partition_by", "chain_keys", "primary_key")
-        return {k: (getattr(other, k), getattr(self, k)) for k in keys
-                if getattr(self, k) != getattr(other, k)}
+        return {
+            k: (getattr(other, k), getattr(self, k))
+            for k in keys
+            if getattr(self, k) != getattr(other, k)
+        }
 
 
-def stale_from_properties(props: Mapping[str, str]) -> Dict[str, str]:
+def stale_from_properties(props: Mapping[str, str]) -> dict[str, str]:
     """{partition path of a stale snapshot: partition path of the rewritten delta}."""
     raw = props.get(P_STALE)
     return json.loads(raw) if raw else {}
 
 
-def history_from_properties(props: Mapping[str, str]) -> Dict[str, str]:
+def history_from_properties(props: Mapping[str, str]) -> dict[str, str]:
     raw = props.get(P_HISTORY_START)
     return json.loads(raw) if raw else {}
 

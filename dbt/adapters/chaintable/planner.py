@@ -1,20 +1,23 @@
-"""Pure planning of chain reads and compaction (SPEC §2, §3): partitions in, plans out.
+"""Pure planning of chain reads and compaction (docs/design.md#read-rules, #compaction):
+partitions in, plans out.
 
 Nothing here talks to Spark; the adapter lists partitions, calls these functions and renders
 the plans as SQL (sqlgen.py). Every rule about anchors and delta ranges lives here, once.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from decimal import Decimal, InvalidOperation
-from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+from functools import cached_property
+from typing import Any
 from urllib.parse import unquote
 
 from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions
 
-Values = Tuple[str, ...]
+Values = tuple[str, ...]
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _INTEGRAL = ("tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long")
 
@@ -32,14 +35,18 @@ def parse_partition_path(path: str, partition_by: Sequence[str]) -> Values:
     try:
         values = tuple(parts[c.lower()] for c in partition_by)
     except KeyError:
-        raise ChainPlanError(f"partition '{path}' does not match partition_by {list(partition_by)}")
+        raise ChainPlanError(
+            f"partition '{path}' does not match partition_by {list(partition_by)}"
+        ) from None
     if HIVE_NULL in values:
-        raise ChainPlanError(f"partition '{path}' has a NULL partition value; chain tables need "
-                             "non-null partition values")
+        raise ChainPlanError(
+            f"partition '{path}' has a NULL partition value; chain tables need "
+            "non-null partition values"
+        )
     return values
 
 
-def parse_partition_spec(spec: Any) -> Dict[str, str]:
+def parse_partition_spec(spec: Any) -> dict[str, str]:
     """A partition given as a dict or as Paimon's string form: `dt=20250811` or
     `dt="20250811",hour="22"`. More than one partition (a list, or `;`) is an error."""
     if isinstance(spec, Mapping):
@@ -66,7 +73,7 @@ def g_in(group: Values, groups: Sequence[Values]) -> bool:
 
 
 def format_partition(columns: Sequence[str], values: Sequence[str]) -> str:
-    return "/".join(f"{c}={v}" for c, v in zip(columns, values))
+    return "/".join(f"{c}={v}" for c, v in zip(columns, values, strict=False))
 
 
 def _typed(value: str, spark_type: str) -> Any:
@@ -91,15 +98,15 @@ class ReadPlan:
     group: Values
     chain: Values
     from_snapshot: bool
-    anchor: Optional[Values] = None
-    deltas: Tuple[Values, ...] = ()
+    anchor: Values | None = None
+    deltas: tuple[Values, ...] = ()
 
 
 @dataclass(frozen=True)
 class CompactionPlan:
     chain: Values
-    writes: Tuple[ReadPlan, ...]
-    kept: Tuple[Values, ...]  # overwrite: groups with a snapshot and no delta at the partition
+    writes: tuple[ReadPlan, ...]
+    kept: tuple[Values, ...]  # overwrite: groups with a snapshot and no delta at the partition
     message: str
 
     @property
@@ -112,39 +119,53 @@ class ChainState:
     """The partitions of both branches of one chain table, and the typed order of chain values."""
 
     opts: ChainOptions
-    snapshots: FrozenSet[Values]
-    deltas: FrozenSet[Values]
-    chain_types: Tuple[str, ...] = ()
+    snapshots: frozenset[Values]
+    deltas: frozenset[Values]
+    chain_types: tuple[str, ...] = ()
 
     @classmethod
-    def build(cls, opts: ChainOptions, snapshots: Iterable[Sequence[str]],
-              deltas: Iterable[Sequence[str]], types: Optional[Mapping[str, str]] = None
-              ) -> "ChainState":
+    def build(
+        cls,
+        opts: ChainOptions,
+        snapshots: Iterable[Sequence[str]],
+        deltas: Iterable[Sequence[str]],
+        types: Mapping[str, str] | None = None,
+    ) -> ChainState:
         types = {k.lower(): v for k, v in (types or {}).items()}
         chain_types = tuple(types.get(c.lower(), "string") for c in opts.chain_keys)
-        return cls(opts, frozenset(tuple(p) for p in snapshots),
-                   frozenset(tuple(p) for p in deltas), chain_types)
+        return cls(
+            opts,
+            frozenset(tuple(p) for p in snapshots),
+            frozenset(tuple(p) for p in deltas),
+            chain_types,
+        )
 
-    def without(self, snapshots: Iterable[Values] = (), deltas: Iterable[Values] = ()) -> "ChainState":
+    def without(
+        self, snapshots: Iterable[Values] = (), deltas: Iterable[Values] = ()
+    ) -> ChainState:
         """The state once these partitions are dropped (the view is pointed at it first)."""
-        return ChainState(self.opts, self.snapshots - {tuple(p) for p in snapshots},
-                          self.deltas - {tuple(p) for p in deltas}, self.chain_types)
+        return ChainState(
+            self.opts,
+            self.snapshots - {tuple(p) for p in snapshots},
+            self.deltas - {tuple(p) for p in deltas},
+            self.chain_types,
+        )
 
     # ---- partition arithmetic --------------------------------------------------------------
     @property
     def n_group(self) -> int:
         return len(self.opts.group_keys)
 
-    def split(self, values: Values) -> Tuple[Values, Values]:
-        return values[: self.n_group], values[self.n_group:]
+    def split(self, values: Values) -> tuple[Values, Values]:
+        return values[: self.n_group], values[self.n_group :]
 
-    def sort_key(self, chain: Values) -> Tuple[Any, ...]:
+    def sort_key(self, chain: Values) -> tuple[Any, ...]:
         """Typed comparison of chain values (ints compare as ints, strings as strings)."""
         types = self.chain_types or ("string",) * len(chain)
-        return tuple(_typed(v, t) for v, t in zip(chain, types))
+        return tuple(_typed(v, t) for v, t in zip(chain, types, strict=False))
 
-    def _by_group(self, parts: FrozenSet[Values]) -> Dict[Values, List[Values]]:
-        out: Dict[Values, List[Values]] = {}
+    def _by_group(self, parts: frozenset[Values]) -> dict[Values, list[Values]]:
+        out: dict[Values, list[Values]] = {}
         for p in parts:
             g, c = self.split(p)
             out.setdefault(g, []).append(c)
@@ -152,18 +173,19 @@ class ChainState:
             chains.sort(key=self.sort_key)
         return out
 
-    def snapshot_chains(self) -> Dict[Values, List[Values]]:
+    def snapshot_chains(self) -> dict[Values, list[Values]]:
         return self._by_group(self.snapshots)
 
-    def delta_chains(self) -> Dict[Values, List[Values]]:
+    def delta_chains(self) -> dict[Values, list[Values]]:
         return self._by_group(self.deltas)
 
     @cached_property
-    def _sorted(self) -> Tuple[Dict[Values, Tuple[List[Any], Tuple[Values, ...]]], ...]:
+    def _sorted(self) -> tuple[dict[Values, tuple[list[Any], tuple[Values, ...]]], ...]:
         """(snapshots, deltas): {group: (sort keys, chain values)} in chain order, built once per
         state so that planning every delta-only partition does not re-sort the history."""
-        def build(parts: FrozenSet[Values]) -> Dict[Values, Tuple[List[Any], Tuple[Values, ...]]]:
-            keyed: Dict[Values, List[Tuple[Any, Values]]] = {}
+
+        def build(parts: frozenset[Values]) -> dict[Values, tuple[list[Any], tuple[Values, ...]]]:
+            keyed: dict[Values, list[tuple[Any, Values]]] = {}
             for p in parts:
                 g, c = self.split(p)
                 keyed.setdefault(g, []).append((self.sort_key(c), c))
@@ -172,14 +194,14 @@ class ChainState:
                 pairs.sort(key=lambda kc: kc[0])  # stable on equal keys, as _by_group
                 out[g] = ([k for k, _ in pairs], tuple(c for _, c in pairs))
             return out
+
         return build(self.snapshots), build(self.deltas)
 
-    def groups(self) -> List[Values]:
+    def groups(self) -> list[Values]:
         return sorted({self.split(p)[0] for p in self.snapshots | self.deltas})
 
-    # ---- read rules (SPEC §2) ----------------------------------------------------------------
-    def plan_read(self, group: Values, chain: Values, use_snapshot: bool = True
-                  ) -> Optional[ReadPlan]:
+    # ---- read rules (docs/design.md#read-rules) -----------------------------------------------
+    def plan_read(self, group: Values, chain: Values, use_snapshot: bool = True) -> ReadPlan | None:
         """Rules 1-4 for one partition; None when the partition exists in neither branch.
         use_snapshot=False ignores a snapshot at `chain` itself (compaction with overwrite)."""
         group, chain = tuple(group), tuple(chain)
@@ -194,24 +216,27 @@ class ChainState:
         anchor = schains[below - 1] if below else None
         dkeys, dchains = deltas_by_group.get(group, ([], ()))
         lo = bisect_right(dkeys, self.sort_key(anchor)) if anchor else 0  # after the anchor
-        deltas = tuple(dchains[lo:bisect_right(dkeys, key)])  # ... up to `chain` included
+        deltas = tuple(dchains[lo : bisect_right(dkeys, key)])  # ... up to `chain` included
         return ReadPlan(group, chain, from_snapshot=False, anchor=anchor, deltas=deltas)
 
-    def delta_only(self) -> List[ReadPlan]:
+    def delta_only(self) -> list[ReadPlan]:
         """Merged reads of every delta-only partition, ordered by chain value then group."""
         plans = [self.plan_read(*self.split(p)) for p in self.deltas - self.snapshots]
-        return sorted((p for p in plans if p is not None),
-                      key=lambda p: (self.sort_key(p.chain), p.group))
+        return sorted(
+            (p for p in plans if p is not None), key=lambda p: (self.sort_key(p.chain), p.group)
+        )
 
-    def view_branches(self) -> List[Tuple[Values, List[ReadPlan]]]:
+    def view_branches(self) -> list[tuple[Values, list[ReadPlan]]]:
         """Delta-only reads grouped by chain value: the view gets one branch per chain value
         (all groups merged together), so its size does not grow with the number of groups."""
-        out: Dict[Values, List[ReadPlan]] = {}
+        out: dict[Values, list[ReadPlan]] = {}
         for plan in self.delta_only():
             out.setdefault(plan.chain, []).append(plan)
         return sorted(out.items(), key=lambda kv: self.sort_key(kv[0]))
 
-    def view_layout(self, recent: int) -> Tuple[List[Tuple[Values, List[ReadPlan]]], List[ReadPlan]]:
+    def view_layout(
+        self, recent: int
+    ) -> tuple[list[tuple[Values, list[ReadPlan]]], list[ReadPlan]]:
         """(literal branches, mapped reads). The delta-only chain values after the newest
         snapshot (of any group) keep a view branch each, at most the newest `recent` of them
         (literal partition values, pruned at planning time); the reads of older delta-only
@@ -232,32 +257,38 @@ class ChainState:
         return branches[cut:], [p for _, plans in branches[:cut] for p in plans]
 
     # ---- partition specs ---------------------------------------------------------------------
-    def resolve_spec(self, spec: Mapping[str, str]) -> Tuple[Values, List[Values]]:
+    def resolve_spec(self, spec: Mapping[str, str]) -> tuple[Values, list[Values]]:
         """A partition spec -> (chain values, matching known groups). The spec must name every
         chain key (one partition per group); group keys are optional filters."""
         lowered = {k.lower(): v for k, v in spec.items()}
         cols = [c.lower() for c in self.opts.partition_by]
         unknown = [k for k in spec if k.lower() not in cols]
         if unknown:
-            raise ChainPlanError(f"partition {dict(spec)} names {unknown}, which are not partition "
-                                 f"columns {list(self.opts.partition_by)}")
+            raise ChainPlanError(
+                f"partition {dict(spec)} names {unknown}, which are not partition "
+                f"columns {list(self.opts.partition_by)}"
+            )
         missing = [c for c in self.opts.chain_keys if c.lower() not in lowered]
         if missing:
             raise ChainPlanError(
                 f"partition {dict(spec)} matches more than one partition: chain key(s) {missing} "
-                "are not given; name exactly one chain partition")
+                "are not given; name exactly one chain partition"
+            )
         chain = tuple(lowered[c.lower()] for c in self.opts.chain_keys)
-        gfilter = {i: lowered[c.lower()] for i, c in enumerate(self.opts.group_keys)
-                   if c.lower() in lowered}
+        gfilter = {
+            i: lowered[c.lower()]
+            for i, c in enumerate(self.opts.group_keys)
+            if c.lower() in lowered
+        }
         groups = [g for g in self.groups() if all(g[i] == v for i, v in gfilter.items())]
         return chain, groups
 
-    def plan_partition_read(self, spec: Mapping[str, str]) -> List[ReadPlan]:
+    def plan_partition_read(self, spec: Mapping[str, str]) -> list[ReadPlan]:
         chain, groups = self.resolve_spec(spec)
         plans = (self.plan_read(g, chain) for g in groups)
         return [p for p in plans if p is not None]
 
-    # ---- compaction (SPEC §3) ---------------------------------------------------------------
+    # ---- compaction (docs/design.md#compaction) ----------------------------------------------
     def before_history(self, part: Values, history: Mapping[Values, Values]) -> bool:
         """True when `part` is at or before the oldest snapshot expiration kept in its group:
         the full state there is that snapshot alone, so a delta written there (or a rebuild of
@@ -266,8 +297,12 @@ class ChainState:
         start = history.get(group)
         return start is not None and self.sort_key(chain) <= self.sort_key(start)
 
-    def plan_compaction(self, spec: Mapping[str, str], overwrite: bool = False,
-                        history: Optional[Mapping[Values, Values]] = None) -> CompactionPlan:
+    def plan_compaction(
+        self,
+        spec: Mapping[str, str],
+        overwrite: bool = False,
+        history: Mapping[Values, Values] | None = None,
+    ) -> CompactionPlan:
         chain, groups = self.resolve_spec(spec)
         history = history or {}
         label = format_partition(self.opts.chain_keys, chain)
@@ -275,30 +310,50 @@ class ChainState:
         with_delta = [g for g in groups if g + chain in self.deltas]
         if existing and not overwrite:
             where = ", ".join(self.describe_group(g) for g in existing)
-            return CompactionPlan(chain, (), (), (
-                f"snapshot branch already has partition {label} ({where}); nothing written "
-                "(use overwrite: true to recompute it)"))
-        writes = tuple(p for p in (self.plan_read(g, chain, use_snapshot=False)
-                                   for g in with_delta) if p is not None)
+            return CompactionPlan(
+                chain,
+                (),
+                (),
+                (
+                    f"snapshot branch already has partition {label} ({where}); nothing written "
+                    "(use overwrite: true to recompute it)"
+                ),
+            )
+        writes = tuple(
+            p
+            for p in (self.plan_read(g, chain, use_snapshot=False) for g in with_delta)
+            if p is not None
+        )
         # an overwrite with no anchor left after expiration would rebuild from deltas alone
-        guarded = tuple(p.group for p in writes if p.anchor is None and g_in(p.group, existing)
-                        and self.before_history(p.group + chain, history))
+        guarded = tuple(
+            p.group
+            for p in writes
+            if p.anchor is None
+            and g_in(p.group, existing)
+            and self.before_history(p.group + chain, history)
+        )
         writes = tuple(p for p in writes if p.group not in guarded)
         kept = tuple(g for g in existing if g + chain not in self.deltas or g in guarded)
         if guarded:
-            label += (" (kept for " + ", ".join(self.describe_group(g) for g in guarded)
-                      + ": expiration dropped the history before it, it cannot be rebuilt)")
+            label += (
+                " (kept for "
+                + ", ".join(self.describe_group(g) for g in guarded)
+                + ": expiration dropped the history before it, it cannot be rebuilt)"
+            )
         if not writes:
             return CompactionPlan(chain, (), kept, f"no data to compact for {label}")
-        return CompactionPlan(chain, writes, kept,
-                              f"compacting {label} into the snapshot branch for "
-                              f"{len(writes)} group(s)")
+        return CompactionPlan(
+            chain,
+            writes,
+            kept,
+            f"compacting {label} into the snapshot branch for {len(writes)} group(s)",
+        )
 
     # ---- invalidation --------------------------------------------------------------------
-    def stale_after_delta_write(self, written: Iterable[Values]) -> Dict[Values, Values]:
+    def stale_after_delta_write(self, written: Iterable[Values]) -> dict[Values, Values]:
         """Snapshots built on a delta partition that is being rewritten: every later snapshot of
         the same group (their content derives from the old delta). {snapshot: delta}."""
-        stale: Dict[Values, Values] = {}
+        stale: dict[Values, Values] = {}
         snaps = self.snapshot_chains()
         for part in sorted(written):
             g, c = self.split(part)
@@ -308,8 +363,9 @@ class ChainState:
         return stale
 
     @staticmethod
-    def stale_after_compaction(writes: Iterable[ReadPlan], stale: Mapping[Values, Any]
-                               ) -> Dict[Values, Any]:
+    def stale_after_compaction(
+        writes: Iterable[ReadPlan], stale: Mapping[Values, Any]
+    ) -> dict[Values, Any]:
         """Stale marks after compacting `writes`: a snapshot rebuilt from a fresh anchor (or from
         deltas only) is no longer stale; one rebuilt on a stale anchor inherits its mark."""
         out = dict(stale)

@@ -12,7 +12,14 @@ from contextlib import contextmanager
 from dbt.adapters.base.relation import BaseRelation
 
 from dbt.adapters.chaintable import safety
-from dbt.adapters.chaintable.catalog import SCRATCH_PATTERN, Catalog, ChainTables, Loaded
+from dbt.adapters.chaintable.catalog import (
+    SCRATCH_PATTERN,
+    Catalog,
+    ChainTables,
+    Loaded,
+    name_of,
+    schema_of,
+)
 from dbt.adapters.chaintable.planner import (
     ChainPlanError,
     Values,
@@ -63,8 +70,11 @@ class Publisher:
 
     def _acquire(self, tables: ChainTables, operation: str, me: safety.Owner) -> None:
         now = dt.datetime.now().replace(microsecond=0)
-        props = {safety.P_OWNER: me.text(), safety.P_SINCE: now.strftime(safety.TS),
-                 safety.P_OPERATION: operation}
+        props = {
+            safety.P_OWNER: me.text(),
+            safety.P_SINCE: now.strftime(safety.TS),
+            safety.P_OPERATION: operation,
+        }
         for attempt in (1, 2):
             try:
                 self.run(S.create_lock_view(str(tables.lock), props))
@@ -80,28 +90,31 @@ class Publisher:
                         f"it, so this {operation} did not start and wrote nothing; retry when it "
                         f"is done (if that process is gone for good: DROP VIEW {tables.lock})"
                     ) from None
-                logger.info(f"{tables.view}: breaking the lock of "
-                            f"{safety.lock_holder_text(holder)}: {why}")
+                logger.info(
+                    f"{tables.view}: breaking the lock of {safety.lock_holder_text(holder)}: {why}"
+                )
                 self.run(S.drop_view(str(tables.lock)))
 
     # ---- recovery -----------------------------------------------------------------------------
     def recover(self, tables: ChainTables) -> None:
         """Remove what an unfinished write left: its scratch tables and every directory of theirs
         that no partition of the branches references. Referenced ones were published: keep."""
-        present = self.catalog.names_like(tables.view.schema,
-                                          tables.view.identifier + SCRATCH_PATTERN)
+        present = self.catalog.names_like(
+            schema_of(tables.view), name_of(tables.view) + SCRATCH_PATTERN
+        )
         garbage: list[str] = []
         for rel in (tables.stage, tables.pub):
-            if rel.identifier.lower() not in present:
+            if name_of(rel).lower() not in present:
                 continue
             props = self.catalog.properties(rel)
             target = props.get(safety.P_TARGET)
             if target:
                 garbage += self._unpublished(rel, target)
-                garbage += self._switched_away(target,
-                                               json.loads(props.get(safety.P_REPLACES, "{}")))
+                garbage += self._switched_away(
+                    target, json.loads(props.get(safety.P_REPLACES, "{}"))
+                )
             self.run(S.drop_table(str(rel)))
-        if garbage or tables.gc.identifier.lower() in present:
+        if garbage or name_of(tables.gc).lower() in present:
             self.gc(tables, garbage)
 
     def _unpublished(self, rel: BaseRelation, target: str) -> list[str]:
@@ -115,7 +128,9 @@ class Publisher:
         def where(table: str, path: str) -> str:
             return cat.partition_location(table, cols, parse_partition_path(path, cols))
 
-        referenced = [p for p in parts if p in target_parts and where(target, p) == where(str(rel), p)]
+        referenced = [
+            p for p in parts if p in target_parts and where(target, p) == where(str(rel), p)
+        ]
         if not referenced:
             return [root]
         return [where(str(rel), p) for p in parts if p not in referenced]
@@ -126,8 +141,11 @@ class Publisher:
         current = set(self.catalog.partition_paths(target)) if replaced else set()
         for path, old_dir in replaced.items():
             cols = _columns_of(path)
-            if (path not in current or self.catalog.partition_location(
-                    target, cols, parse_partition_path(path, cols)) != old_dir):
+            if (
+                path not in current
+                or self.catalog.partition_location(target, cols, parse_partition_path(path, cols))
+                != old_dir
+            ):
                 out.append(old_dir)
         return out
 
@@ -148,15 +166,24 @@ class Publisher:
         """What is left of a run's stage after the publish (which drops a published stage): a
         first run's managed stage, or the raw rows of a merged snapshot write, never published."""
         if self.catalog.exists(tables.stage):
-            raw = (self.catalog.location(tables.stage)
-                   if self.catalog.properties(tables.stage).get(safety.P_TARGET) else None)
+            raw = (
+                self.catalog.location(tables.stage)
+                if self.catalog.properties(tables.stage).get(safety.P_TARGET)
+                else None
+            )
             self.run(S.drop_table(str(tables.stage)))
             if raw:
                 self.gc(tables, [raw])
 
     # ---- publishing ---------------------------------------------------------------------------
-    def create_pub(self, target: BaseRelation, loaded: Loaded, source_sql: str,
-                   parts: Sequence[Values], run_id: str) -> None:
+    def create_pub(
+        self,
+        target: BaseRelation,
+        loaded: Loaded,
+        source_sql: str,
+        parts: Sequence[Values],
+        run_id: str,
+    ) -> None:
         """Merged rows in a fresh directory below `target`, laid out (format, buckets) like it,
         every partition of `parts` present (empty if the merge left no row), ready to publish."""
         pub = str(loaded.tables.pub)
@@ -164,14 +191,23 @@ class Publisher:
         renderer = loaded.renderer()
         info = self.catalog.formatted(target)
         buckets = int(info.get("Num Buckets") or 0)
-        bucket_cols = [c.strip(" `") for c in info.get("Bucket Columns", "").strip("[]").split(",")
-                       if c.strip(" `")]
-        self.run(S.create_table(
-            pub, loaded.columns, loaded.opts.partition_by, {safety.P_TARGET: str(target)},
-            file_format=info.get("Provider", "parquet"),
-            location=safety.version_location(info["Location"], run_id),
-            clustered_by=bucket_cols if buckets > 0 else (),
-            buckets=buckets if buckets > 0 else None))
+        bucket_cols = [
+            c.strip(" `")
+            for c in info.get("Bucket Columns", "").strip("[]").split(",")
+            if c.strip(" `")
+        ]
+        self.run(
+            S.create_table(
+                pub,
+                loaded.columns,
+                loaded.opts.partition_by,
+                {safety.P_TARGET: str(target)},
+                file_format=info.get("Provider", "parquet"),
+                location=safety.version_location(info["Location"], run_id),
+                clustered_by=bucket_cols if buckets > 0 else (),
+                buckets=buckets if buckets > 0 else None,
+            )
+        )
         if len(parts) == 1:  # one partition (one group): its rows carry its values
             self.run(renderer.insert_overwrite(pub, source_sql, only=parts[0]))
             return
@@ -181,14 +217,22 @@ class Publisher:
             if part not in present:
                 self.run(renderer.empty_partition(pub, part))
 
-    def publish(self, target: BaseRelation, source: BaseRelation, partition_by: Sequence[str],
-                parts: Sequence[Values], existing: Sequence[Values]) -> None:
+    def publish(
+        self,
+        target: BaseRelation,
+        source: BaseRelation,
+        partition_by: Sequence[str],
+        parts: Sequence[Values],
+        existing: Sequence[Values],
+    ) -> None:
         """Switch each partition of `target` to its new directory in `source`: one metastore
         operation per partition (atomic for readers). Old directories are deleted afterwards."""
         cat, have = self.catalog, set(existing)
-        replaced = {format_partition(partition_by, part):
-                    cat.partition_location(target, partition_by, part)
-                    for part in parts if part in have}
+        replaced = {
+            format_partition(partition_by, part): cat.partition_location(target, partition_by, part)
+            for part in parts
+            if part in have
+        }
         if replaced:  # so that recovery after a crash can delete the ones switched away from
             cat.set_properties(source, {safety.P_REPLACES: json.dumps(replaced)})
         added, old_dirs = [], []

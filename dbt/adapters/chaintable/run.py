@@ -5,13 +5,14 @@ Each step returns an immutable value the next one reads."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 
 from dbt.adapters.chaintable import checks, safety
-from dbt.adapters.chaintable.catalog import Catalog, ChainTables, Loaded
+from dbt.adapters.chaintable.accumulate import Accumulator
+from dbt.adapters.chaintable.catalog import Catalog, ChainTables, Loaded, name_of
 from dbt.adapters.chaintable.config import ModelSettings
 from dbt.adapters.chaintable.maintenance import Maintenance
 from dbt.adapters.chaintable.options import P_BRANCH, ChainConfigError, ChainOptions
@@ -93,8 +94,9 @@ def snapshot_write_needs_merge(opts: ChainOptions) -> bool:
     return bool(opts.rowkind_field or opts.sequence_field or opts.merge_engine == "aggregation")
 
 
-def empty_partitions(settings: ModelSettings, state: ChainState,
-                     staged: Sequence[Values]) -> list[Values]:
+def empty_partitions(
+    settings: ModelSettings, state: ChainState, staged: Sequence[Values]
+) -> list[Values]:
     """With chain_partition, every known group without rows gets an empty partition there."""
     spec, opts = settings.chain_partition, settings.opts
     if not spec:
@@ -109,17 +111,30 @@ def empty_partitions(settings: ModelSettings, state: ChainState,
 
 
 class RunFlow:
-    def __init__(self, catalog: Catalog, publisher: Publisher, views: ViewWriter,
-                 maintenance: Maintenance):
+    def __init__(
+        self,
+        catalog: Catalog,
+        publisher: Publisher,
+        views: ViewWriter,
+        accumulator: Accumulator,
+        maintenance: Maintenance,
+    ):
         self.catalog, self.publisher, self.views = catalog, publisher, views
-        self.maintenance = maintenance
+        self.accumulator, self.maintenance = accumulator, maintenance
         self.run = catalog.runner.run
 
     # ---- before the model's SQL runs ------------------------------------------------------------
-    def prepare(self, relation: BaseRelation, model: str, config: Mapping[str, Any],
-                full_refresh: bool, full_refresh_flag: bool, empty: bool,
-                existing: Callable[[], BaseRelation | None],
-                drop: Callable[[BaseRelation], None]) -> ChainRun:
+    def prepare(
+        self,
+        relation: BaseRelation,
+        model: str,
+        config: Mapping[str, Any],
+        full_refresh: bool,
+        full_refresh_flag: bool,
+        empty: bool,
+        existing: Callable[[], BaseRelation | None],
+        drop: Callable[[BaseRelation], None],
+    ) -> ChainRun:
         """Validate the config and decide which branch this run writes
         (docs/design.md#branches-and-relations). `empty` is dbt's --empty: the model's refs and
         sources give no rows, so the run checks and creates the relations and writes only what
@@ -131,37 +146,44 @@ class RunFlow:
         exists = self.catalog.branches_exist(tables)
         if exists and full_refresh_flag and not full_refresh:
             loaded = self.catalog.load(relation)
-            logger.info(f"chain_incremental model '{model}': full_refresh is false in its "
-                        f"config, so --full-refresh is ignored; it would have dropped "
-                        f"{len(loaded.snapshots)} snapshot and {len(loaded.deltas)} delta "
-                        "partitions")
+            logger.info(
+                f"chain_incremental model '{model}': full_refresh is false in its "
+                f"config, so --full-refresh is ignored; it would have dropped "
+                f"{len(loaded.snapshots)} snapshot and {len(loaded.deltas)} delta "
+                "partitions"
+            )
         if exists and not full_refresh:
-            stored = ChainOptions.from_properties(str(tables.snapshot),
-                                                  self.catalog.properties(tables.snapshot))
+            stored = ChainOptions.from_properties(
+                str(tables.snapshot), self.catalog.properties(tables.snapshot)
+            )
             changed = settings.opts.structural_differences(stored)
             if changed:
                 desc = "; ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
                 raise ChainConfigError(
                     f"chain_incremental model '{model}': {desc} changes how stored partitions "
-                    "are read; run with --full-refresh to rebuild the chain table")
+                    "are read; run with --full-refresh to rebuild the chain table"
+                )
         current = existing()
         if current is not None and not current.is_view:
             if not full_refresh:
                 raise ChainConfigError(
                     f"chain_incremental model '{model}': {relation} exists as a {current.type}, "
-                    "not a chain view; run with --full-refresh to replace it")
+                    "not a chain view; run with --full-refresh to replace it"
+                )
             drop(current)
         # chain_branch forces the branch, on a first run too: deltas may come before any
         # snapshot (read rule 3 reads a group without one), as in Paimon, where a delta branch
         # is written whether or not the snapshot branch holds anything yet
-        branch = settings.chain_branch or ("snapshot" if (not exists or full_refresh)
-                                           else "delta")
-        logger.info(f"chain_incremental model '{model}': writing the {branch} branch"
-                    + (" (full refresh)" if full_refresh and exists else ""))
+        branch = settings.chain_branch or ("snapshot" if (not exists or full_refresh) else "delta")
+        logger.info(
+            f"chain_incremental model '{model}': writing the {branch} branch"
+            + (" (full refresh)" if full_refresh and exists else "")
+        )
         return ChainRun(settings, tables, branch, full_refresh, exists, empty=bool(empty))
 
-    def is_incremental(self, relation: BaseRelation, config: Mapping[str, Any],
-                       full_refresh: bool) -> bool:
+    def is_incremental(
+        self, relation: BaseRelation, config: Mapping[str, Any], full_refresh: bool
+    ) -> bool:
         if full_refresh or dict(config).get("chain_branch") == "snapshot":
             return False
         return self.catalog.branches_exist(ChainTables.of(relation))
@@ -174,18 +196,37 @@ class RunFlow:
             stage = self._stage(run, compiled_code)
             safety.failpoint("run.staged")
             plan = self._plan(run)
+            if run.publishes:
+                plan = replace(
+                    plan,
+                    loaded=self.accumulator.before_write(plan.loaded, run.branch, plan.written),
+                )
             stage_dropped = self._write(run, stage, plan)
             self._finish(run, plan, stage_dropped)
         return f"OK: {len(plan.written)} {run.branch} partition(s)"
 
-    def _create(self, run: ChainRun, rel: BaseRelation, cols: Columns, props: Mapping[str, str],
-                location: str | None = None, as_select: str | None = None,
-                provider: str | None = None) -> str:
+    def _create(
+        self,
+        run: ChainRun,
+        rel: BaseRelation,
+        cols: Columns,
+        props: Mapping[str, str],
+        location: str | None = None,
+        as_select: str | None = None,
+        provider: str | None = None,
+    ) -> str:
         s = run.settings
-        return S.create_table(str(rel), cols, s.opts.partition_by, {**s.tblproperties, **props},
-                              file_format=provider or s.file_format,
-                              location=location or s.location_of(rel.identifier),
-                              clustered_by=s.clustered_by, buckets=s.buckets, as_select=as_select)
+        return S.create_table(
+            str(rel),
+            cols,
+            s.opts.partition_by,
+            {**s.tblproperties, **props},
+            file_format=provider or s.file_format,
+            location=location or s.location_of(name_of(rel)),
+            clustered_by=s.clustered_by,
+            buckets=s.buckets,
+            as_select=as_select,
+        )
 
     def _stage(self, run: ChainRun, compiled_code: str) -> Stage:
         """The model's rows, once. On an existing chain the stage is an external table in a
@@ -200,9 +241,17 @@ class RunFlow:
             return Stage()
         info = self.catalog.formatted(run.target)
         stage = Stage(safety.new_run_id(), info["Location"], info.get("Provider", "parquet"))
-        self.run(self._create(run, run.tables.stage, [], {safety.P_TARGET: str(run.target)},
-                              location=safety.version_location(stage.location, stage.run_id),
-                              as_select=compiled_code, provider=stage.provider))
+        self.run(
+            self._create(
+                run,
+                run.tables.stage,
+                [],
+                {safety.P_TARGET: str(run.target)},
+                location=safety.version_location(stage.location, stage.run_id),
+                as_select=compiled_code,
+                provider=stage.provider,
+            )
+        )
         return stage
 
     def _plan(self, run: ChainRun) -> WritePlan:
@@ -215,25 +264,31 @@ class RunFlow:
         props = opts.to_properties()
         if run.full_refresh and run.exists:
             old = cat.load(tables.view)
-            logger.info(f"full refresh of '{run.model}': dropping {len(old.snapshots)} snapshot "
-                        f"and {len(old.deltas)} delta partitions")
+            logger.info(
+                f"full refresh of '{run.model}': dropping {len(old.snapshots)} snapshot "
+                f"and {len(old.deltas)} delta partitions"
+            )
         if not run.publishes:
             self.run(S.drop_view(str(tables.view)))
-            for rel in (tables.snapshot, tables.delta, tables.cmap):
+            for rel in (tables.snapshot, tables.delta, tables.cmap, tables.cumulative):
                 self.run(S.drop_table(str(rel)))
             ordered = table_order(stage_cols, opts)
             for branch in ("snapshot", "delta"):
-                self.run(self._create(run, tables.branch(branch), ordered,
-                                      {**props, P_BRANCH: branch}))
+                self.run(
+                    self._create(run, tables.branch(branch), ordered, {**props, P_BRANCH: branch})
+                )
             loaded = cat.load(tables.view)
         else:
             columns = table_order(stage_cols, opts)
             stored_cols = cat.describe(tables.snapshot)
-            added, message = checks.schema_change(run.settings, str(tables.delta), columns,
-                                                  stored_cols)
+            added, message = checks.schema_change(
+                run.settings, str(tables.delta), columns, stored_cols
+            )
             if added:
-                for rel in (tables.snapshot, tables.delta):
-                    self.run(S.add_columns(str(rel), added))
+                # the cumulative delta too: the view reads it until it is refreshed
+                for rel in (tables.snapshot, tables.delta, tables.cumulative):
+                    if rel is not tables.cumulative or cat.exists(rel):
+                        self.run(S.add_columns(str(rel), added))
                 stored_cols = cat.describe(tables.snapshot)
             if message:
                 logger.info(message)
@@ -252,12 +307,15 @@ class RunFlow:
                     f"{run.settings.layout.path(early[0])} is at or before the oldest "
                     "snapshot that expiration kept in its group; the history it would change is "
                     "gone, so the day cannot be rewritten (write it with chain_branch='snapshot' "
-                    "as a full state instead); nothing was written")
+                    "as a full state instead); nothing was written"
+                )
         empties = [] if run.empty else empty_partitions(run.settings, state, staged)
         written = sorted(set(staged) | set(empties))
-        logger.info(f"'{run.model}': {len(staged)} partition(s) with rows, {len(empties)} empty "
-                    f"partition(s) to the {run.branch} branch"
-                    + (" (--empty: no empty partitions)" if run.empty else ""))
+        logger.info(
+            f"'{run.model}': {len(staged)} partition(s) with rows, {len(empties)} empty "
+            f"partition(s) to the {run.branch} branch"
+            + (" (--empty: no empty partitions)" if run.empty else "")
+        )
         return WritePlan(loaded, tuple(stage_cols), tuple(staged), tuple(empties), tuple(written))
 
     def _write(self, run: ChainRun, stage: Stage, plan: WritePlan) -> bool:
@@ -277,15 +335,22 @@ class RunFlow:
             return False
         if merge:  # the stage holds raw rows: publish the merged ones from a table of their own
             self.publisher.create_pub(target, loaded, source, plan.written, stage.run_id + "-m")
-            self.publisher.publish(target, tables.pub, opts.partition_by, plan.written,
-                                   existing=before)
+            self.publisher.publish(
+                target, tables.pub, opts.partition_by, plan.written, existing=before
+            )
             return False
-        stage_renderer = Renderer(opts, [c for c, _ in table_order(plan.stage_columns, opts)],
-                                  dict(plan.stage_columns), str(tables.stage), "")
+        stage_renderer = Renderer(
+            opts,
+            [c for c, _ in table_order(plan.stage_columns, opts)],
+            dict(plan.stage_columns),
+            str(tables.stage),
+            "",
+        )
         for part in plan.empties:
             self.run(stage_renderer.empty_partition(str(tables.stage), part))
-        self.publisher.publish(target, tables.stage, opts.partition_by, plan.written,
-                               existing=before)
+        self.publisher.publish(
+            target, tables.stage, opts.partition_by, plan.written, existing=before
+        )
         return True
 
     def _finish(self, run: ChainRun, plan: WritePlan, stage_dropped: bool) -> None:
@@ -295,8 +360,11 @@ class RunFlow:
         tables, lay = run.tables, plan.loaded.layout
         # a publish switched or added exactly `plan.written` in the target branch and changed no
         # properties or columns; a first run's new tables are read again
-        loaded = (plan.loaded.with_published(run.branch, plan.written) if run.publishes
-                  else self.catalog.load(tables.view))
+        loaded = (
+            plan.loaded.with_published(run.branch, plan.written)
+            if run.publishes
+            else self.catalog.load(tables.view)
+        )
         state = loaded.state()
         stale = loaded.stale()
         invalidated: list[Values] = []
@@ -309,11 +377,15 @@ class RunFlow:
             stale = {k: v for k, v in stale.items() if k not in written}
         if stale != loaded.stale():
             self.catalog.set_stale(tables, stale)
-        self.views.refresh(loaded, state.without(snapshots=invalidated))
+        # the snapshots a rewritten delta invalidates are dropped below: no day is built on them
+        loaded = self.accumulator.after_write(loaded.without(snapshots=invalidated), plan.written)
+        self.views.refresh(loaded)
         safety.failpoint("run.view")
         if invalidated:
-            logger.info(f"'{run.model}': rewritten delta partition(s) invalidate snapshot "
-                        f"partition(s) {[lay.path(p) for p in invalidated]}")
+            logger.info(
+                f"'{run.model}': rewritten delta partition(s) invalidate snapshot "
+                f"partition(s) {[lay.path(p) for p in invalidated]}"
+            )
             self.run(loaded.renderer().drop_partitions(str(tables.snapshot), invalidated))
         if not stage_dropped:
             self.publisher.drop_scratch(tables)

@@ -15,6 +15,7 @@ metastore refuses a second one) carries the owner in its properties. A lock whos
 (same host and the process has exited, or an earlier invocation of this process, or older than
 the lock timeout) is broken by the next writer, which first cleans what the crashed run left.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -22,8 +23,8 @@ import os
 import re
 import socket
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 P_OWNER = "chaintable.lock.owner"
 P_SINCE = "chaintable.lock.since"
@@ -52,11 +53,12 @@ def failpoint(name: str) -> None:
         return
     if how == "kill":
         import signal
+
         os.kill(os.getpid(), signal.SIGKILL)
     raise SimulatedCrash(f"failpoint {name}")
 
 
-def new_run_id(now: Optional[dt.datetime] = None) -> str:
+def new_run_id(now: dt.datetime | None = None) -> str:
     """Sortable and unique: a fresh directory name for every write."""
     now = now or dt.datetime.now()
     return f"{now:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:8]}"
@@ -76,14 +78,15 @@ class Owner:
         return f"{self.host}:{self.pid}:{self.invocation}"
 
     @classmethod
-    def parse(cls, text: str) -> Optional["Owner"]:
+    def parse(cls, text: str) -> Owner | None:
         m = re.fullmatch(r"(.*):(\d+):([^:]*)", text or "")
         return cls(m.group(1), int(m.group(2)), m.group(3)) if m else None
 
     @classmethod
-    def me(cls) -> "Owner":
+    def me(cls) -> Owner:
         try:
             from dbt_common.invocation import get_invocation_id
+
             invocation = get_invocation_id()
         except Exception:  # pragma: no cover - outside dbt
             invocation = ""
@@ -100,8 +103,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def lock_is_stale(props: Mapping[str, str], me: Owner, now: dt.datetime,
-                  timeout: dt.timedelta = DEFAULT_LOCK_TIMEOUT, alive=_alive) -> Optional[str]:
+def lock_is_stale(
+    props: Mapping[str, str],
+    me: Owner,
+    now: dt.datetime,
+    timeout: dt.timedelta = DEFAULT_LOCK_TIMEOUT,
+    alive: Callable[[int], bool] = _alive,
+) -> str | None:
     """Why the lock described by `props` may be broken, or None while its owner may be working."""
     owner = Owner.parse(props.get(P_OWNER, ""))
     if owner is None:
@@ -123,5 +131,6 @@ def lock_is_stale(props: Mapping[str, str], me: Owner, now: dt.datetime,
 def lock_holder_text(props: Mapping[str, str]) -> str:
     owner = Owner.parse(props.get(P_OWNER, ""))
     who = f"process {owner.pid} on {owner.host}" if owner else "an unknown process"
-    return (f"{props.get(P_OPERATION, 'an operation')} by {who} since "
-            f"{props.get(P_SINCE, '(unknown)')}")
+    return (
+        f"{props.get(P_OPERATION, 'an operation')} by {who} since {props.get(P_SINCE, '(unknown)')}"
+    )

@@ -1,64 +1,125 @@
 """chain_status: a readable per-group table of both branches (pure: state in, text out)."""
+
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import ChainState, Values, format_partition
 
 
-def _chain(opts: ChainOptions, chain: Optional[Values]) -> str:
+def _chain(opts: ChainOptions, chain: Values | None) -> str:
     return format_partition(opts.chain_keys, chain) if chain else "-"
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)).rstrip()
+
     return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
-def group_summaries(opts: ChainOptions, state: ChainState) -> List[Dict[str, Any]]:
+def group_summaries(opts: ChainOptions, state: ChainState) -> list[dict[str, Any]]:
     snaps, deltas = state.snapshot_chains(), state.delta_chains()
     out = []
     for group in state.groups():
         s, d = snaps.get(group, []), deltas.get(group, [])
         last = s[-1] if s else None
         since = [c for c in d if last is None or state.sort_key(c) > state.sort_key(last)]
-        out.append({"group": group, "snapshots": s, "deltas": d, "latest_snapshot": last,
-                    "chain_length": len(since)})
+        out.append(
+            {
+                "group": group,
+                "snapshots": s,
+                "deltas": d,
+                "latest_snapshot": last,
+                "chain_length": len(since),
+            }
+        )
     return out
 
 
-def render(opts: ChainOptions, state: ChainState, stale: Mapping[str, str],
-           expiration: Any = None) -> str:
-    lines: List[str] = []
+def render(
+    opts: ChainOptions,
+    state: ChainState,
+    stale: Mapping[str, str],
+    expiration: Any = None,
+    serving: Any = None,
+) -> str:
+    """`serving`: the delta-only days (group + chain values) read from the cumulative delta;
+    None when it is switched off."""
+    lines: list[str] = []
     rows = []
     for g in group_summaries(opts, state):
-        rows.append([state.describe_group(g["group"]), str(len(g["snapshots"])),
-                     str(len(g["deltas"])), _chain(opts, g["latest_snapshot"]),
-                     str(g["chain_length"])])
+        rows.append(
+            [
+                state.describe_group(g["group"]),
+                str(len(g["snapshots"])),
+                str(len(g["deltas"])),
+                _chain(opts, g["latest_snapshot"]),
+                str(g["chain_length"]),
+            ]
+        )
     lines += _table(["group", "snapshots", "deltas", "latest snapshot", "chain length"], rows)
     lines.append("")
     detail = []
     for plan in state.delta_only():
-        detail.append([state.describe_group(plan.group), _chain(opts, plan.chain),
-                       _chain(opts, plan.anchor) if plan.anchor else "(none: all deltas)",
-                       str(len(plan.deltas))])
-    snaps = [[state.describe_group(state.split(p)[0]), _chain(opts, state.split(p)[1]),
-              "snapshot", "-"] for p in sorted(state.snapshots, key=lambda p: (state.split(p)[0], state.sort_key(state.split(p)[1])))]
-    lines += _table(["group", "partition", "read from (anchor)", "deltas merged"],
-                    sorted(snaps + detail, key=lambda r: (r[0], r[1])))
+        if serving is None:
+            how = "merge (cumulative_delta off)"
+        elif plan.group + plan.chain in serving:
+            how = "cumulative delta"
+        else:
+            how = "merge (no cumulative delta built for these inputs)"
+        detail.append(
+            [
+                state.describe_group(plan.group),
+                _chain(opts, plan.chain),
+                _chain(opts, plan.anchor) if plan.anchor else "(none: all deltas)",
+                str(len(plan.deltas)),
+                how,
+            ]
+        )
+    snaps = [
+        [
+            state.describe_group(state.split(p)[0]),
+            _chain(opts, state.split(p)[1]),
+            "snapshot",
+            "-",
+            "snapshot",
+        ]
+        for p in sorted(
+            state.snapshots, key=lambda p: (state.split(p)[0], state.sort_key(state.split(p)[1]))
+        )
+    ]
+    lines += _table(
+        ["group", "partition", "read from (anchor)", "deltas merged", "read as"],
+        sorted(snaps + detail, key=lambda r: (r[0], r[1])),
+    )
     if stale:
-        lines += ["", "stale snapshots (built before a delta they include was rewritten; "
-                  "recompact with overwrite: true):"]
+        lines += [
+            "",
+            "stale snapshots (built before a delta they include was rewritten; "
+            "recompact with overwrite: true):",
+        ]
         lines += [f"  {snap}  (delta {delta} rewritten)" for snap, delta in sorted(stale.items())]
     if expiration is not None:
         lines += [""]
         if expiration.is_empty():
-            lines.append(f"expiration (cutoff {expiration.cutoff:%Y-%m-%d %H:%M:%S}): nothing to drop")
+            lines.append(
+                f"expiration (cutoff {expiration.cutoff:%Y-%m-%d %H:%M:%S}): nothing to drop"
+            )
         else:
             from dbt.adapters.chaintable import expire
-            lines.append(f"expiration now (cutoff {expiration.cutoff:%Y-%m-%d %H:%M:%S}) would drop:")
-            lines += ["  " + x for x in expire.format_plan(
-                expiration, lambda g, c: format_partition(opts.partition_by, g + c))]
+
+            lines.append(
+                f"expiration now (cutoff {expiration.cutoff:%Y-%m-%d %H:%M:%S}) would drop:"
+            )
+            lines += [
+                "  " + x
+                for x in expire.format_plan(
+                    expiration, lambda g, c: format_partition(opts.partition_by, g + c)
+                )
+            ]
     return "\n".join(lines)

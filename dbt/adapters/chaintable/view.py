@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 from dbt.adapters.base.relation import BaseRelation
 from dbt_common.exceptions import DbtRuntimeError
@@ -10,7 +11,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.chaintable import safety
 from dbt.adapters.chaintable.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, P_VIEW_MAP, P_VIEW_RECENT
-from dbt.adapters.chaintable.planner import ChainState
+from dbt.adapters.chaintable.planner import ChainState, Values
 from dbt.adapters.chaintable.sql import statements as S
 from dbt.adapters.chaintable.sql.render import MAP_VERSION
 
@@ -27,11 +28,29 @@ class ViewWriter:
         self.run = catalog.runner.run
         self._clauses = list(VIEW_CLAUSES)  # the first one the server took, for this process
 
-    def refresh(self, loaded: Loaded, state: ChainState | None = None) -> Loaded:
+    def refresh(
+        self, loaded: Loaded, state: ChainState | None = None, unserved: Iterable[Values] = ()
+    ) -> Loaded:
         """Point the view at `state` (default: the catalog's as `loaded` says). Before
         partitions are removed the view is pointed at the state without them, so it never reads
-        a half-dropped chain. Returns `loaded` with the properties the refresh recorded."""
+        a half-dropped chain. Delta-only days are read from the cumulative delta where it holds
+        them for `state`, but for the days `unserved` names (group + chain values: inputs about
+        to change in place); then the cumulative partitions that serve no day of `state` are
+        dropped. Returns `loaded` with what the refresh recorded."""
         state = state or loaded.state()
+        loaded = self._refresh(loaded, state, set(unserved))
+        if loaded.cumulative is not None and not loaded.opts.cumulative_delta:
+            self.run(S.drop_table(str(loaded.tables.cumulative)))  # switched off: not kept
+            return loaded.with_cumulative(None)
+        cum = loaded.cumulative_of(state)
+        unserved_parts = [p + (s,) for p in unserved for s in sorted(cum.stored.get(p, ()))]
+        garbage = sorted(set(cum.garbage()) | set(unserved_parts))
+        if garbage and loaded.cumulative is not None:
+            self.run(loaded.renderer().cumulative_drop(garbage))
+            loaded = loaded.with_cumulative([p for p in loaded.cumulative if p not in garbage])
+        return loaded
+
+    def _refresh(self, loaded: Loaded, state: ChainState, unserved: set[Values]) -> Loaded:
         renderer, cmap = loaded.renderer(), str(loaded.tables.cmap)
         recent = int(loaded.props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)
         layout = state.view_layout(recent)
@@ -46,14 +65,20 @@ class ViewWriter:
         # the mapping table exists while a version is recorded (both are removed together):
         # list it then, and create it only when none is recorded or it was dropped by hand
         held = self.catalog.partition_versions(cmap) if mapped and recorded else None
-        reuse = (bool(mapped) and len(recorded) == 2 and recorded[1] == digest
-                 and recorded[0] in (held or []))
+        reuse = (
+            bool(mapped)
+            and len(recorded) == 2
+            and recorded[1] == digest
+            and recorded[0] in (held or [])
+        )
         version = recorded[0] if reuse else (safety.new_run_id() if mapped else "")
         if mapped and not reuse:
             if held is None:
                 self.run(renderer.map_create(cmap))
             self.run(renderer.map_insert(cmap, version, mapped))
-        self._replace(loaded.tables.view, renderer.view(layout, (cmap, version)))
+        literal = [p for _, plans in layout[0] for p in plans]
+        serving = {k: v for k, v in loaded.serving(literal, state).items() if k not in unserved}
+        self._replace(loaded.tables.view, renderer.view(layout, (cmap, version), serving))
         if reuse:
             return loaded
         record = f"{version} {digest}" if mapped else ""

@@ -33,6 +33,8 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
+SHOW PARTITIONS s.t__cumulative
+;
 DESCRIBE FORMATTED s.t__delta PARTITION (`region` = 'CN', `dt` = '20250105')
 ;
 ALTER TABLE s.t__chain_stage SET TBLPROPERTIES ('chaintable.stage.replaces' = '{"region=CN/dt=20250105": "file:/warehouse/s.db/t__delta/region=CN/dt=20250105"}')
@@ -54,6 +56,28 @@ ALTER TABLE s.t__chain_gc DROP IF EXISTS PARTITION (`d` = 'RUN0002-0')
 DROP TABLE IF EXISTS s.t__chain_gc
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.stale-snapshots' = '{"region=CN/dt=20250108":"region=CN/dt=20250105"}')
+;
+CREATE TABLE s.t__cumulative (`id` int, `v` string, `op` string, `seq` bigint, `region` string, `dt` string, `ct__stamp` string)
+USING parquet
+OPTIONS ('partitionOverwriteMode' = 'dynamic')
+PARTITIONED BY (`region`, `dt`, `ct__stamp`)
+;
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region`, `dt`, `ct__stamp`)
+SELECT `id`, `v`, `op`, `seq`, `region`, '20250105' AS `dt`, CASE WHEN (`region` = 'CN') THEN '63ca52d4adbe0268' END AS `ct__stamp` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250102', '20250103', '20250104', '20250105'))) __e UNION ALL SELECT /*+ BROADCAST(__t) */ __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250101')) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250102', '20250103', '20250104', '20250105'))) __dk) __t ON __a.`id` = __t.`id` AND __a.`region` = __t.`region`) __s) __p) __r WHERE __chain_ord = 1) __b
+;
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region`, `dt`, `ct__stamp`)
+SELECT `id`, `v`, `op`, `seq`, `region`, '20250106' AS `dt`, CASE WHEN (`region` = 'CN') THEN 'c82e4868a161c798' END AS `ct__stamp` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250106')) __e UNION ALL SELECT /*+ BROADCAST(__t) */ __s.`id`, __s.`v`, __s.`op`, __s.`seq`, __s.`region`, __s.`dt`, NOT coalesce(__s.`op` IN ('-U', '-D'), false) AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__cumulative WHERE ((`region` = 'CN' AND `dt` = '20250105')) AND `ct__stamp` IN ('63ca52d4adbe0268')) __s LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250106')) __dk) __t ON __s.`id` = __t.`id` AND __s.`region` = __t.`region` UNION ALL SELECT /*+ BROADCAST(__t) */ __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250101')) __a LEFT SEMI JOIN (SELECT * FROM (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250106')) __dk) __n LEFT ANTI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__cumulative WHERE ((`region` = 'CN' AND `dt` = '20250105')) AND `ct__stamp` IN ('63ca52d4adbe0268')) __dk) __o ON __n.`id` = __o.`id` AND __n.`region` = __o.`region`) __t ON __a.`id` = __t.`id` AND __a.`region` = __t.`region`) __s) __p) __r WHERE __chain_ord = 1 UNION ALL SELECT /*+ BROADCAST(__t) */ __s.`id`, __s.`v`, __s.`op`, __s.`seq`, __s.`region`, __s.`dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__cumulative WHERE ((`region` = 'CN' AND `dt` = '20250105')) AND `ct__stamp` IN ('63ca52d4adbe0268')) __s LEFT ANTI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250106')) __dk) __t ON __s.`id` = __t.`id` AND __s.`region` = __t.`region`) __b
+;
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region`, `dt`, `ct__stamp`)
+SELECT `id`, `v`, `op`, `seq`, `region`, '20250107' AS `dt`, CASE WHEN (`region` = 'CN') THEN 'adeafa15c7f7f815' END AS `ct__stamp` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250107')) __e UNION ALL SELECT /*+ BROADCAST(__t) */ __s.`id`, __s.`v`, __s.`op`, __s.`seq`, __s.`region`, __s.`dt`, NOT coalesce(__s.`op` IN ('-U', '-D'), false) AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__cumulative WHERE ((`region` = 'CN' AND `dt` = '20250106')) AND `ct__stamp` IN ('c82e4868a161c798')) __s LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250107')) __dk) __t ON __s.`id` = __t.`id` AND __s.`region` = __t.`region` UNION ALL SELECT /*+ BROADCAST(__t) */ __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250101')) __a LEFT SEMI JOIN (SELECT * FROM (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250107')) __dk) __n LEFT ANTI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__cumulative WHERE ((`region` = 'CN' AND `dt` = '20250106')) AND `ct__stamp` IN ('c82e4868a161c798')) __dk) __o ON __n.`id` = __o.`id` AND __n.`region` = __o.`region`) __t ON __a.`id` = __t.`id` AND __a.`region` = __t.`region`) __s) __p) __r WHERE __chain_ord = 1 UNION ALL SELECT /*+ BROADCAST(__t) */ __s.`id`, __s.`v`, __s.`op`, __s.`seq`, __s.`region`, __s.`dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__cumulative WHERE ((`region` = 'CN' AND `dt` = '20250106')) AND `ct__stamp` IN ('c82e4868a161c798')) __s LEFT ANTI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250107')) __dk) __t ON __s.`id` = __t.`id` AND __s.`region` = __t.`region`) __b
+;
+SHOW PARTITIONS s.t__cumulative
+;
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250105', `ct__stamp` = '63ca52d4adbe0268') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
+;
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250106', `ct__stamp` = 'c82e4868a161c798') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
+;
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250107', `ct__stamp` = 'adeafa15c7f7f815') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
 ;
 CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)
 ;
@@ -81,6 +105,8 @@ DESCRIBE TABLE s.t__snapshot
 SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
+;
+SHOW PARTITIONS s.t__cumulative
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.last-expire-check' = '<now>')
 ;

@@ -12,6 +12,8 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
+SHOW PARTITIONS s.t__cumulative
+;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.history-start' = '{"region=CN":"dt=20250108"}')
 ;
 CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)

@@ -21,13 +21,15 @@ DROP TABLE IF EXISTS s.t__delta
 ;
 DROP TABLE IF EXISTS s.t__chain_map
 ;
+DROP TABLE IF EXISTS s.t__cumulative
+;
 CREATE TABLE s.t__snapshot (`id` int, `v` string, `op` string, `seq` bigint, `region` string, `dt` string)
 USING parquet
 OPTIONS ('partitionOverwriteMode' = 'dynamic')
 PARTITIONED BY (`region`, `dt`)
 CLUSTERED BY (`id`) INTO 4 BUCKETS
 LOCATION '/data/my \'lake\'/t__snapshot'
-TBLPROPERTIES ('chain-table.branch' = 'snapshot', 'chain-table.chain-partition-keys' = 'dt', 'chain-table.enabled' = 'true', 'merge-engine' = 'deduplicate', 'owner' = 'o\'neil', 'partition' = 'region,dt', 'partition.expiration-time' = '30 d', 'partition.timestamp-formatter' = 'yyyyMMdd', 'partition.timestamp-pattern' = '$dt', 'primary-key' = 'id,region,dt', 'rowkind.field' = 'op', 'sequence.field' = 'seq')
+TBLPROPERTIES ('chain-table.branch' = 'snapshot', 'chain-table.chain-partition-keys' = 'dt', 'chain-table.enabled' = 'true', 'chaintable.cumulative-delta' = 'true', 'merge-engine' = 'deduplicate', 'owner' = 'o\'neil', 'partition' = 'region,dt', 'partition.expiration-time' = '30 d', 'partition.timestamp-formatter' = 'yyyyMMdd', 'partition.timestamp-pattern' = '$dt', 'primary-key' = 'id,region,dt', 'rowkind.field' = 'op', 'sequence.field' = 'seq')
 ;
 CREATE TABLE s.t__delta (`id` int, `v` string, `op` string, `seq` bigint, `region` string, `dt` string)
 USING parquet
@@ -35,7 +37,7 @@ OPTIONS ('partitionOverwriteMode' = 'dynamic')
 PARTITIONED BY (`region`, `dt`)
 CLUSTERED BY (`id`) INTO 4 BUCKETS
 LOCATION '/data/my \'lake\'/t__delta'
-TBLPROPERTIES ('chain-table.branch' = 'delta', 'chain-table.chain-partition-keys' = 'dt', 'chain-table.enabled' = 'true', 'merge-engine' = 'deduplicate', 'owner' = 'o\'neil', 'partition' = 'region,dt', 'partition.expiration-time' = '30 d', 'partition.timestamp-formatter' = 'yyyyMMdd', 'partition.timestamp-pattern' = '$dt', 'primary-key' = 'id,region,dt', 'rowkind.field' = 'op', 'sequence.field' = 'seq')
+TBLPROPERTIES ('chain-table.branch' = 'delta', 'chain-table.chain-partition-keys' = 'dt', 'chain-table.enabled' = 'true', 'chaintable.cumulative-delta' = 'true', 'merge-engine' = 'deduplicate', 'owner' = 'o\'neil', 'partition' = 'region,dt', 'partition.expiration-time' = '30 d', 'partition.timestamp-formatter' = 'yyyyMMdd', 'partition.timestamp-pattern' = '$dt', 'primary-key' = 'id,region,dt', 'rowkind.field' = 'op', 'sequence.field' = 'seq')
 ;
 SHOW TABLES IN s LIKE 't__snapshot'
 ;
@@ -46,6 +48,8 @@ DESCRIBE TABLE s.t__snapshot
 SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
+;
+SHOW PARTITIONS s.t__cumulative
 ;
 INSERT OVERWRITE TABLE s.t__snapshot PARTITION (`region`, `dt`)
 SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region`, `dt` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__chain_stage) __raw) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __src
@@ -59,6 +63,8 @@ DESCRIBE TABLE s.t__snapshot
 SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
+;
+SHOW PARTITIONS s.t__cumulative
 ;
 CREATE OR REPLACE VIEW s.t WITH SCHEMA EVOLUTION AS
 SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot
@@ -80,6 +86,8 @@ DESCRIBE TABLE s.t__snapshot
 SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
+;
+SHOW PARTITIONS s.t__cumulative
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.last-expire-check' = '<now>')
 ;

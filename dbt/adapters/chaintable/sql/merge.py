@@ -34,9 +34,10 @@ keys, though (as in Paimon): a later delta row for such a key with a sequence va
 that of the delete is shadowed by the delete while the chain reaches back past it, and comes
 back once the day of the delete is compacted and becomes the anchor.
 """
+
 from __future__ import annotations
 
-from typing import List, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 from dbt.adapters.chaintable.options import RETRACTABLE_FUNCTIONS, ChainOptions
 from dbt.adapters.chaintable.sql.quoting import cols_sql, q, string
@@ -44,16 +45,21 @@ from dbt.adapters.chaintable.sql.quoting import cols_sql, q, string
 ROW_KINDS = ("+I", "-U", "+U", "-D")
 RETRACT_KINDS = ("-U", "-D")
 # Aggregates whose result depends on the order of their inputs (the rest are commutative).
-ORDER_SENSITIVE_FUNCTIONS = ("first_value", "last_value", "first_non_null_value",
-                             "last_non_null_value", "listagg")
+ORDER_SENSITIVE_FUNCTIONS = (
+    "first_value",
+    "last_value",
+    "first_non_null_value",
+    "last_non_null_value",
+    "listagg",
+)
 LISTAGG_DELIMITER = ","  # Paimon's default 'list-agg-delimiter'
 
-ANCHOR = "__chain_anchor"    # true for rows of the anchor snapshot partition (merged state)
+ANCHOR = "__chain_anchor"  # true for rows of the anchor snapshot partition (merged state)
 RETRACT = "__chain_retract"  # true for a -U/-D delta row
-ORD = "__chain_ord"          # rank of the row among its key's rows (1 = earliest or latest)
-RESET = "__chain_reset"      # partial-update: position of the key's last -D
+ORD = "__chain_ord"  # rank of the row among its key's rows (1 = earliest or latest)
+RESET = "__chain_reset"  # partial-update: position of the key's last -D
 
-Types = Optional[Mapping[str, str]]
+Types = Mapping[str, str] | None
 
 
 def _lower(names: Sequence[str]) -> set:
@@ -69,7 +75,7 @@ def is_retract(opts: ChainOptions, alias: str = "") -> str:
     return f"coalesce({prefix}{q(opts.rowkind_field)} IN ({kinds}), false)"
 
 
-def order_terms(opts: ChainOptions, descending: bool = True) -> List[str]:
+def order_terms(opts: ChainOptions, descending: bool = True) -> list[str]:
     """Rule 6, over prepared rows: higher sequence wins; on a tie the later partition (the anchor
     is earlier than every delta); then -U/-D before +I/+U, so +I/+U win a full tie. A NULL
     sequence is the lowest. `descending` puts the latest row first."""
@@ -77,7 +83,7 @@ def order_terms(opts: ChainOptions, descending: bool = True) -> List[str]:
     return [f"{t} {d} {nulls}" for t in _order_exprs(opts)]
 
 
-def _order_exprs(opts: ChainOptions, partition: bool = True) -> List[str]:
+def _order_exprs(opts: ChainOptions, partition: bool = True) -> list[str]:
     exprs = [q(opts.sequence_field)] if opts.sequence_field else []
     exprs += [q(c) for c in opts.chain_keys] if partition else []
     if opts.rowkind_field:
@@ -86,14 +92,14 @@ def _order_exprs(opts: ChainOptions, partition: bool = True) -> List[str]:
 
 
 # ---- which rows an engine ignores or refuses ----------------------------------------------------
-def value_columns(opts: ChainOptions, columns: Sequence[str]) -> List[str]:
+def value_columns(opts: ChainOptions, columns: Sequence[str]) -> list[str]:
     """Columns an engine merges: all but the primary key and the sequence and rowkind fields."""
     system = [c for c in (opts.sequence_field, opts.rowkind_field) if c]
     skip = _lower(list(opts.primary_key) + system)
     return [c for c in columns if c.lower() not in skip]
 
 
-def _ignored(opts: ChainOptions) -> Optional[str]:
+def _ignored(opts: ChainOptions) -> str | None:
     """Predicate (over prepared rows) for the rows an engine drops before merging."""
     if not opts.rowkind_field:
         return None
@@ -107,23 +113,30 @@ def _ignored(opts: ChainOptions) -> Optional[str]:
     return None
 
 
-def refusal(opts: ChainOptions, columns: Sequence[str]) -> Optional[str]:
+def refusal(opts: ChainOptions, columns: Sequence[str]) -> str | None:
     """Why this table cannot take a -U/-D row, or None when it can. Checked on the staged rows
     before a run writes anything, and again (raise_error) when a merge meets such a row."""
     if not opts.rowkind_field:
         return None
-    if opts.merge_engine == "partial-update" and not (opts.ignore_delete or
-                                                     opts.remove_record_on_delete):
-        return ("merge_engine 'partial-update' cannot take -U/-D rows; set "
-                "partial_update_ignore_delete or partial_update_remove_record_on_delete")
+    if opts.merge_engine == "partial-update" and not (
+        opts.ignore_delete or opts.remove_record_on_delete
+    ):
+        return (
+            "merge_engine 'partial-update' cannot take -U/-D rows; set "
+            "partial_update_ignore_delete or partial_update_remove_record_on_delete"
+        )
     if opts.merge_engine == "aggregation":
         ignored = _lower(opts.ignore_retract)
-        bad = [f"{c}: {opts.aggregate_function(c)}" for c in value_columns(opts, columns)
-               if opts.aggregate_function(c) not in RETRACTABLE_FUNCTIONS
-               and c.lower() not in ignored]
+        bad = [
+            f"{c}: {opts.aggregate_function(c)}"
+            for c in value_columns(opts, columns)
+            if opts.aggregate_function(c) not in RETRACTABLE_FUNCTIONS and c.lower() not in ignored
+        ]
         if bad:
-            return (f"aggregate functions cannot retract -U/-D rows ({', '.join(bad)}); only "
-                    f"{', '.join(RETRACTABLE_FUNCTIONS)} can, list other columns in ignore_retract")
+            return (
+                f"aggregate functions cannot retract -U/-D rows ({', '.join(bad)}); only "
+                f"{', '.join(RETRACTABLE_FUNCTIONS)} can, list other columns in ignore_retract"
+            )
     return None
 
 
@@ -132,20 +145,25 @@ def _key_text_sql(columns: Sequence[str]) -> str:
     return "concat('(', " + ", ', ', ".join(parts) + ", ')')"
 
 
-def _prepared(opts: ChainOptions, columns: Sequence[str], source_sql: str,
-              refuse: bool = True) -> str:
+def _prepared(
+    opts: ChainOptions, columns: Sequence[str], source_sql: str, refuse: bool = True
+) -> str:
     """`source_sql` rows (columns + ANCHOR) with RETRACT; rows the engine ignores are dropped;
     with `refuse`, a retraction the engine refuses fails the query, naming the key."""
-    marked = (f"SELECT {cols_sql(columns)}, {ANCHOR}, "
-              f"(NOT {ANCHOR} AND {is_retract(opts)}) AS {RETRACT} FROM ({source_sql}) __s")
+    marked = (
+        f"SELECT {cols_sql(columns)}, {ANCHOR}, "
+        f"(NOT {ANCHOR} AND {is_retract(opts)}) AS {RETRACT} FROM ({source_sql}) __s"
+    )
     where = []
     ignored = _ignored(opts)
     if ignored:
         where.append(f"NOT {ignored}")
     reason = refusal(opts, columns) if refuse else None
-    if reason:
-        msg = (f"concat('chain merge: ', {string(reason)}, '; got ', "
-               f"{q(opts.rowkind_field)}, ' for key ', {_key_text_sql(opts.primary_key)})")
+    if reason and opts.rowkind_field:  # a refusal is about -U/-D rows: a rowkind field exists
+        msg = (
+            f"concat('chain merge: ', {string(reason)}, '; got ', "
+            f"{q(opts.rowkind_field)}, ' for key ', {_key_text_sql(opts.primary_key)})"
+        )
         where.append(f"CASE WHEN {RETRACT} THEN raise_error({msg}) ELSE true END")
     if not where:
         return marked
@@ -157,16 +175,28 @@ def _keys(keys: Sequence[str]) -> str:
     return cols_sql(keys) if keys else "true"
 
 
-def _ranked(opts: ChainOptions, columns: Sequence[str], source_sql: str, keys: Sequence[str],
-            latest_first: bool) -> str:
+def _ranked(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    source_sql: str,
+    keys: Sequence[str],
+    latest_first: bool,
+) -> str:
     order = ", ".join(order_terms(opts, descending=latest_first))
-    return (f"SELECT *, row_number() OVER (PARTITION BY {_keys(keys)} ORDER BY {order}) AS {ORD} "
-            f"FROM ({_prepared(opts, columns, source_sql)}) __p")
+    return (
+        f"SELECT *, row_number() OVER (PARTITION BY {_keys(keys)} ORDER BY {order}) AS {ORD} "
+        f"FROM ({_prepared(opts, columns, source_sql)}) __p"
+    )
 
 
 # ---- the engines --------------------------------------------------------------------------------
-def _pick_one(opts: ChainOptions, columns: Sequence[str], source_sql: str,
-              keys: Sequence[str], keep_deletes: bool = False) -> str:
+def _pick_one(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    source_sql: str,
+    keys: Sequence[str],
+    keep_deletes: bool = False,
+) -> str:
     """deduplicate: the latest row, dropped when it is a -U/-D (kept with `keep_deletes`).
     first-row: the earliest row (its -U/-D were dropped in `_prepared`)."""
     latest = opts.merge_engine != "first-row"
@@ -175,8 +205,13 @@ def _pick_one(opts: ChainOptions, columns: Sequence[str], source_sql: str,
     return f"SELECT {cols_sql(columns)} FROM ({ranked}) __r WHERE {keep}"
 
 
-def _partial_update(opts: ChainOptions, columns: Sequence[str], source_sql: str,
-                    keys: Sequence[str], keep_deletes: bool = False) -> str:
+def _partial_update(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    source_sql: str,
+    keys: Sequence[str],
+    keep_deletes: bool = False,
+) -> str:
     """Per column the latest non-null value in merge order, over the rows that count:
     - partial_update_ignore_delete: -U/-D rows are ignored (dropped in `_prepared`);
     - partial_update_remove_record_on_delete: a -D ends the record: only rows after the key's
@@ -191,16 +226,22 @@ def _partial_update(opts: ChainOptions, columns: Sequence[str], source_sql: str,
     ranked = _ranked(opts, columns, source_sql, keys, latest_first=False)
     counted = f"NOT {RETRACT}"
     if opts.remove_record_on_delete and not opts.ignore_delete:
-        ranked = (f"SELECT *, max(CASE WHEN {RETRACT} THEN {ORD} END) OVER "
-                  f"(PARTITION BY {_keys(keys)}) AS {RESET} FROM ({ranked}) __d")
+        ranked = (
+            f"SELECT *, max(CASE WHEN {RETRACT} THEN {ORD} END) OVER "
+            f"(PARTITION BY {_keys(keys)}) AS {RESET} FROM ({ranked}) __d"
+        )
         counted += f" AND {ORD} > coalesce({RESET}, 0)"
     key_set = _lower(keys)
     if not keep_deletes:
-        exprs = [q(c) if c.lower() in key_set else
-                 f"max_by({q(c)}, CASE WHEN {q(c)} IS NOT NULL THEN {ORD} END) AS {q(c)}"
-                 for c in columns]
-        return (f"SELECT {', '.join(exprs)} FROM ({ranked}) __r WHERE {counted} "
-                f"GROUP BY {_keys(keys)}")
+        exprs = [
+            q(c)
+            if c.lower() in key_set
+            else f"max_by({q(c)}, CASE WHEN {q(c)} IS NOT NULL THEN {ORD} END) AS {q(c)}"
+            for c in columns
+        ]
+        return (
+            f"SELECT {', '.join(exprs)} FROM ({ranked}) __r WHERE {counted} GROUP BY {_keys(keys)}"
+        )
     exprs = []
     for c in columns:
         if c.lower() in key_set:
@@ -213,8 +254,9 @@ def _partial_update(opts: ChainOptions, columns: Sequence[str], source_sql: str,
     return f"SELECT {', '.join(exprs)} FROM ({ranked}) __r GROUP BY {_keys(keys)}"
 
 
-def _aggregation(opts: ChainOptions, columns: Sequence[str], source_sql: str,
-                 keys: Sequence[str], types: Types) -> str:
+def _aggregation(
+    opts: ChainOptions, columns: Sequence[str], source_sql: str, keys: Sequence[str], types: Types
+) -> str:
     """Each value column aggregated with its function (`_aggregate`). Chain key columns come
     from the latest row (callers relabel them), the sequence field is the highest sequence seen,
     the rowkind field the kind of the latest +I/+U row ('+I' if there is none), so a merged
@@ -255,15 +297,24 @@ def _aggregate(opts: ChainOptions, column: str) -> str:
         return f"sum({added})" if ignore else f"sum(CASE WHEN {RETRACT} THEN -{c} ELSE {c} END)"
     if fn == "count":
         retracted = "0" if ignore else "-1"
-        return (f"sum(CASE WHEN {ANCHOR} THEN coalesce({c}, 0) WHEN {c} IS NULL THEN 0 "
-                f"WHEN {RETRACT} THEN {retracted} ELSE 1 END)")
+        return (
+            f"sum(CASE WHEN {ANCHOR} THEN coalesce({c}, 0) WHEN {c} IS NULL THEN 0 "
+            f"WHEN {RETRACT} THEN {retracted} ELSE 1 END)"
+        )
     if fn == "product":
+
         def prod(rows: str) -> str:
-            return (f"aggregate(collect_list(CASE WHEN {rows} THEN CAST({c} AS DOUBLE) END), "
-                    "CAST(1 AS DOUBLE), (__acc, __x) -> __acc * __x)")
+            return (
+                f"aggregate(collect_list(CASE WHEN {rows} THEN CAST({c} AS DOUBLE) END), "
+                "CAST(1 AS DOUBLE), (__acc, __x) -> __acc * __x)"
+            )
+
         inputs = added if ignore else c
-        value = prod(f"NOT {RETRACT}") if ignore else \
-            f"try_divide({prod(f'NOT {RETRACT}')}, {prod(RETRACT)})"
+        value = (
+            prod(f"NOT {RETRACT}")
+            if ignore
+            else f"try_divide({prod(f'NOT {RETRACT}')}, {prod(RETRACT)})"
+        )
         return f"CASE WHEN count({inputs}) = 0 THEN NULL ELSE {value} END"
     if fn in ("max", "min", "bool_and", "bool_or"):
         return f"{fn}({added})"
@@ -291,8 +342,14 @@ def _cast(expr: str, fn: str, column: str, types: Types) -> str:
 
 
 # ---- public API ---------------------------------------------------------------------------------
-def _merge(opts: ChainOptions, columns: Sequence[str], source_sql: str, keys: Sequence[str],
-           types: Types, keep_deletes: bool = False) -> str:
+def _merge(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    source_sql: str,
+    keys: Sequence[str],
+    types: Types,
+    keep_deletes: bool = False,
+) -> str:
     """One row per key; `keep_deletes` keeps a key the merge removes as a -U/-D row (the
     cumulative delta's tombstone). Aggregation never removes a key."""
     if opts.merge_engine == "partial-update":
@@ -302,8 +359,13 @@ def _merge(opts: ChainOptions, columns: Sequence[str], source_sql: str, keys: Se
     return _pick_one(opts, columns, source_sql, keys, keep_deletes)
 
 
-def merge_rows_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str,
-                   types: Types = None, by_partition: bool = False) -> str:
+def merge_rows_sql(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    source_sql: str,
+    types: Types = None,
+    by_partition: bool = False,
+) -> str:
     """One merged row per merge key of `source_sql` (raw rows with `columns`), deleted keys
     removed. The chain key columns of a result row are those of its latest row (callers
     relabel). `types` ({column: spark type}) keeps aggregated columns in their type.
@@ -314,8 +376,14 @@ def merge_rows_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str,
     return _merge(opts, columns, raw, keys, types)
 
 
-def merge_sql(opts: ChainOptions, columns: Sequence[str], anchor_sql: Optional[str],
-              delta_sql: str, types: Types = None, broadcast: bool = False) -> str:
+def merge_sql(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    anchor_sql: str | None,
+    delta_sql: str,
+    types: Types = None,
+    broadcast: bool = False,
+) -> str:
     """Full state over an anchor (may be None) and deltas, both SELECTs yielding `columns`.
     `broadcast` hints Spark to broadcast the deltas' keys where it cannot estimate their size
     (deltas joined to the mapping table), so that the anchor is not shuffled there either."""
@@ -325,11 +393,15 @@ def merge_sql(opts: ChainOptions, columns: Sequence[str], anchor_sql: Optional[s
     on = " AND ".join(f"__a.{q(k)} = __d.{q(k)}" for k in keys) or "true"
     touched = f"(SELECT DISTINCT {cols_sql(keys) or 'true AS __chain_any'} FROM ({delta_sql}) __dk)"
     hint = "/*+ BROADCAST(__d) */ " if broadcast else ""
-    untouched = (f"SELECT {hint}{cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
-                 f"LEFT ANTI JOIN {touched} __d ON {on}")
-    contested = (f"SELECT {hint}{cols_sql(columns, '__a')}, true AS {ANCHOR} FROM ({anchor_sql}) __a "
-                 f"LEFT SEMI JOIN {touched} __d ON {on} "
-                 f"UNION ALL SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e")
+    untouched = (
+        f"SELECT {hint}{cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
+        f"LEFT ANTI JOIN {touched} __d ON {on}"
+    )
+    contested = (
+        f"SELECT {hint}{cols_sql(columns, '__a')}, true AS {ANCHOR} FROM ({anchor_sql}) __a "
+        f"LEFT SEMI JOIN {touched} __d ON {on} "
+        f"UNION ALL SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e"
+    )
     return f"{untouched} UNION ALL {_merge(opts, columns, contested, keys, types)}"
 
 
@@ -342,9 +414,14 @@ def _distinct_keys(keys: Sequence[str], source_sql: str) -> str:
     return f"(SELECT DISTINCT {cols_sql(keys) or 'true AS __chain_any'} FROM ({source_sql}) __dk)"
 
 
-def cumulative_build_sql(opts: ChainOptions, columns: Sequence[str], delta_sql: str,
-                         state_sql: Optional[str], anchor_sql: Optional[str],
-                         types: Types = None) -> str:
+def cumulative_build_sql(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    delta_sql: str,
+    state_sql: str | None,
+    anchor_sql: str | None,
+    types: Types = None,
+) -> str:
     """The cumulative delta of a day: for every key in `delta_sql` (raw delta rows) or in
     `state_sql` (the previous day's cumulative rows, each a key's merged state or tombstone),
     the key's merged state, a removed key as its -U/-D row. A key of the deltas that the state
@@ -356,39 +433,53 @@ def cumulative_build_sql(opts: ChainOptions, columns: Sequence[str], delta_sql: 
     if state_sql is not None:
         # a live state row is merged state (like an anchor row: a count carries its value); a
         # tombstone is the retraction that removed the key
-        inputs.append(f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')}, "
-                      f"NOT {is_retract(opts, '__s')} AS {ANCHOR} FROM ({state_sql}) __s "
-                      f"LEFT SEMI JOIN {touched} __t ON {_on(keys, '__s', '__t')}")
+        inputs.append(
+            f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')}, "
+            f"NOT {is_retract(opts, '__s')} AS {ANCHOR} FROM ({state_sql}) __s "
+            f"LEFT SEMI JOIN {touched} __t ON {_on(keys, '__s', '__t')}"
+        )
     if anchor_sql is not None:
         new_keys = touched
         if state_sql is not None:
-            new_keys = (f"(SELECT * FROM {touched} __n LEFT ANTI JOIN "
-                        f"{_distinct_keys(keys, state_sql)} __o ON {_on(keys, '__n', '__o')})")
-        inputs.append(f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__a')}, true AS {ANCHOR} "
-                      f"FROM ({anchor_sql}) __a LEFT SEMI JOIN {new_keys} __t "
-                      f"ON {_on(keys, '__a', '__t')}")
+            new_keys = (
+                f"(SELECT * FROM {touched} __n LEFT ANTI JOIN "
+                f"{_distinct_keys(keys, state_sql)} __o ON {_on(keys, '__n', '__o')})"
+            )
+        inputs.append(
+            f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__a')}, true AS {ANCHOR} "
+            f"FROM ({anchor_sql}) __a LEFT SEMI JOIN {new_keys} __t "
+            f"ON {_on(keys, '__a', '__t')}"
+        )
     merged = _merge(opts, columns, " UNION ALL ".join(inputs), keys, types, keep_deletes=True)
     if state_sql is None:
         return merged
-    carried = (f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
-               f"LEFT ANTI JOIN {touched} __t ON {_on(keys, '__s', '__t')}")
+    carried = (
+        f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
+        f"LEFT ANTI JOIN {touched} __t ON {_on(keys, '__s', '__t')}"
+    )
     return f"{merged} UNION ALL {carried}"
 
 
-def cumulative_read_sql(opts: ChainOptions, columns: Sequence[str], anchor_sql: Optional[str],
-                        cumulative_sql: str, keys_sql: str) -> str:
+def cumulative_read_sql(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    anchor_sql: str | None,
+    cumulative_sql: str,
+    keys_sql: str,
+) -> str:
     """A day's full state from its anchor and its cumulative delta: the anchor rows whose key the
     cumulative delta does not hold (its keys, one row each, from `keys_sql`, broadcast), and its
     live rows."""
     keys = list(opts.merge_keys)
-    live = (f"SELECT {cols_sql(columns)} FROM ({cumulative_sql}) __c "
-            f"WHERE NOT {is_retract(opts)}")
+    live = f"SELECT {cols_sql(columns)} FROM ({cumulative_sql}) __c WHERE NOT {is_retract(opts)}"
     if anchor_sql is None:
         return live
-    untouched = (f"SELECT /*+ BROADCAST(__k) */ {cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
-                 f"LEFT ANTI JOIN (SELECT {cols_sql(keys) or 'true AS __chain_any'} "
-                 f"FROM ({keys_sql}) __kk) __k "
-                 f"ON {_on(keys, '__a', '__k')}")
+    untouched = (
+        f"SELECT /*+ BROADCAST(__k) */ {cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
+        f"LEFT ANTI JOIN (SELECT {cols_sql(keys) or 'true AS __chain_any'} "
+        f"FROM ({keys_sql}) __kk) __k "
+        f"ON {_on(keys, '__a', '__k')}"
+    )
     return f"{untouched} UNION ALL {live}"
 
 
@@ -411,8 +502,9 @@ def _refused(opts: ChainOptions, columns: Sequence[str]) -> str:
     return is_retract(opts) if refusal(opts, columns) else "false"
 
 
-def stage_summary_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str,
-                      inside: Optional[str] = None) -> str:
+def stage_summary_sql(
+    opts: ChainOptions, columns: Sequence[str], source_sql: str, inside: str | None = None
+) -> str:
     """One scan of the staged rows, one row per partition: its partition values, then how many
     rows it has, how many distinct merge keys, and how many rows break each rule: NULL in the
     primary key, a rowkind outside +I/-U/+U/-D, a -U/-D the table refuses (`refusal`), and
@@ -422,35 +514,43 @@ def stage_summary_sql(opts: ChainOptions, columns: Sequence[str], source_sql: st
     keys = list(opts.merge_keys)
     distinct = f"count(DISTINCT {cols_sql(keys)})" if keys else "least(count(*), 1)"
     parts = cols_sql(opts.partition_by)
-    return (f"SELECT {parts}, count(*), {distinct}, count_if({_pk_null(opts)}), "
-            f"count_if({_bad_kind(opts)}), count_if({_refused(opts, columns)}), "
-            f"{'false' if inside is None else f'NOT ({inside})'} "
-            f"FROM ({source_sql}) __s GROUP BY {parts}")
+    return (
+        f"SELECT {parts}, count(*), {distinct}, count_if({_pk_null(opts)}), "
+        f"count_if({_bad_kind(opts)}), count_if({_refused(opts, columns)}), "
+        f"{'false' if inside is None else f'NOT ({inside})'} "
+        f"FROM ({source_sql}) __s GROUP BY {parts}"
+    )
 
 
 def pk_null_sql(opts: ChainOptions, source_sql: str) -> str:
     """First row with a NULL in its primary key: the primary key."""
-    return (f"SELECT {cols_sql(opts.primary_key)} FROM ({source_sql}) __s "
-            f"WHERE {_pk_null(opts)} LIMIT 1")
+    return (
+        f"SELECT {cols_sql(opts.primary_key)} FROM ({source_sql}) __s "
+        f"WHERE {_pk_null(opts)} LIMIT 1"
+    )
 
 
-def bad_kind_sql(opts: ChainOptions, source_sql: str) -> Optional[str]:
+def bad_kind_sql(opts: ChainOptions, source_sql: str) -> str | None:
     """First row whose rowkind field is not one of +I, -U, +U, -D (NULL included)."""
     if not opts.rowkind_field:
         return None
-    return (f"SELECT {cols_sql(opts.primary_key)}, {q(opts.rowkind_field)} FROM ({source_sql}) "
-            f"__s WHERE {_bad_kind(opts)} LIMIT 1")
+    return (
+        f"SELECT {cols_sql(opts.primary_key)}, {q(opts.rowkind_field)} FROM ({source_sql}) "
+        f"__s WHERE {_bad_kind(opts)} LIMIT 1"
+    )
 
 
-def refused_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> Optional[str]:
+def refused_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> str | None:
     """First -U/-D row when the table refuses them (`refusal`): primary key, then its kind."""
-    if not refusal(opts, columns):
+    if not refusal(opts, columns) or not opts.rowkind_field:
         return None
-    return (f"SELECT {cols_sql(opts.primary_key)}, {q(opts.rowkind_field)} FROM ({source_sql}) "
-            f"__s WHERE {_refused(opts, columns)} LIMIT 1")
+    return (
+        f"SELECT {cols_sql(opts.primary_key)}, {q(opts.rowkind_field)} FROM ({source_sql}) "
+        f"__s WHERE {_refused(opts, columns)} LIMIT 1"
+    )
 
 
-def tied_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> Optional[str]:
+def tied_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> str | None:
     """First key with rows the merge order cannot tell apart: same primary key (so the same
     partition), same sequence value and same kind class. Returns the primary key, the sequence
     value (if any) and the row count. Aggregation is commutative, so its ties only matter when
@@ -459,8 +559,11 @@ def tied_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> Opt
     shown = list(opts.primary_key) + ([opts.sequence_field] if opts.sequence_field else [])
     having = "count(*) > 1"
     if opts.merge_engine == "aggregation":
-        sensitive = [c for c in value_columns(opts, columns)
-                     if opts.aggregate_function(c) in ORDER_SENSITIVE_FUNCTIONS]
+        sensitive = [
+            c
+            for c in value_columns(opts, columns)
+            if opts.aggregate_function(c) in ORDER_SENSITIVE_FUNCTIONS
+        ]
         sensitive += [opts.rowkind_field] if opts.rowkind_field else []
         if not sensitive:
             return None
@@ -468,5 +571,7 @@ def tied_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> Opt
     raw = f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({source_sql}) __raw"
     rows = _prepared(opts, columns, raw, refuse=False)
     group = [q(c) for c in opts.primary_key] + _order_exprs(opts, partition=False)
-    return (f"SELECT {cols_sql(shown)}, count(*) FROM ({rows}) __t GROUP BY {', '.join(group)} "
-            f"HAVING {having} LIMIT 1")
+    return (
+        f"SELECT {cols_sql(shown)}, count(*) FROM ({rows}) __t GROUP BY {', '.join(group)} "
+        f"HAVING {having} LIMIT 1"
+    )

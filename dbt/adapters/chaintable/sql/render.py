@@ -1,11 +1,14 @@
 """Reads and writes of one chain table's rows as Spark SQL. No decisions here: planner.py decides."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from dbt.adapters.chaintable.sql import statements
 from dbt.adapters.chaintable.cumulative import STAMP_COLUMN, Build
+from dbt.adapters.chaintable.options import ChainOptions
+from dbt.adapters.chaintable.planner import ReadPlan, Values
+from dbt.adapters.chaintable.sql import statements
 from dbt.adapters.chaintable.sql.merge import (
     cumulative_build_sql,
     cumulative_read_sql,
@@ -13,8 +16,6 @@ from dbt.adapters.chaintable.sql.merge import (
     merge_sql,
 )
 from dbt.adapters.chaintable.sql.quoting import cols_sql, literal, q, spec_sql, string
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.planner import ReadPlan, Values
 
 # mapping table columns; none starts with '_': the Hive metastore's partition filter cannot parse
 # such a name (Spark then fails every query that filters the partition column)
@@ -41,8 +42,15 @@ def max_first(plans: Sequence[ReadPlan]) -> str:
 class Renderer:
     """SQL for one chain table: its columns (table order), partition column types and branches."""
 
-    def __init__(self, opts: ChainOptions, columns: Sequence[str], types: Mapping[str, str],
-                 snapshot: str, delta: str, cumulative: str = ""):
+    def __init__(
+        self,
+        opts: ChainOptions,
+        columns: Sequence[str],
+        types: Mapping[str, str],
+        snapshot: str,
+        delta: str,
+        cumulative: str = "",
+    ):
         self.opts = opts
         self.columns = list(columns)
         self.types = {k.lower(): v for k, v in types.items()}
@@ -51,7 +59,7 @@ class Renderer:
         self.cumulative = cumulative  # the cumulative delta table (cumulative.py)
 
     @property
-    def data_columns(self) -> List[str]:
+    def data_columns(self) -> list[str]:
         parts = {c.lower() for c in self.opts.partition_by}
         return [c for c in self.columns if c.lower() not in parts]
 
@@ -62,8 +70,13 @@ class Renderer:
         return literal(value, self.type_of(column))
 
     def predicate(self, columns: Sequence[str], values: Sequence[str]) -> str:
-        return "(" + " AND ".join(f"{q(c)} = {self.lit(c, v)}"
-                                  for c, v in zip(columns, values)) + ")"
+        return (
+            "("
+            + " AND ".join(
+                f"{q(c)} = {self.lit(c, v)}" for c, v in zip(columns, values, strict=False)
+            )
+            + ")"
+        )
 
     def spec(self, values: Values) -> str:
         """A static partition spec of this table (spec_sql)."""
@@ -75,7 +88,7 @@ class Renderer:
         `g IN (S) AND c IN (C)`: a merged branch over 10 groups and 6 deltas is 1 term instead
         of 60, which keeps the view's text below the metastore's limit (Derby stores at most
         32,700 characters) and its analysis short. Pruning is the same (IN on partition columns)."""
-        parts = sorted(set(tuple(p) for p in parts))
+        parts = sorted({tuple(p) for p in parts})
         if not parts:
             return "false"
         groups, chains = self.opts.group_keys, self.opts.chain_keys
@@ -105,17 +118,25 @@ class Renderer:
         return f"SELECT {cols_sql(self.columns)} FROM {table}"
 
     def select(self, table: str, parts: Iterable[Values]) -> str:
-        return f"SELECT {cols_sql(self.columns)} FROM {table} WHERE {self.partitions_predicate(parts)}"
+        return (
+            f"SELECT {cols_sql(self.columns)} FROM {table} WHERE {self.partitions_predicate(parts)}"
+        )
 
     def relabel(self, chain: Values) -> str:
         """Projection that carries the target partition's chain values (rule 5)."""
-        values = dict(zip(self.opts.chain_keys, chain))
-        return ", ".join(f"{self.lit(c, values[c])} AS {q(c)}" if c in values else q(c)
-                         for c in self.columns)
+        values = dict(zip(self.opts.chain_keys, chain, strict=False))
+        return ", ".join(
+            f"{self.lit(c, values[c])} AS {q(c)}" if c in values else q(c) for c in self.columns
+        )
 
     # ---- reads ---------------------------------------------------------------------------
-    def merged(self, chain: Values, plans: Sequence[ReadPlan], guard: bool = False,
-               serving: Mapping[Values, str] = NONE) -> str:
+    def merged(
+        self,
+        chain: Values,
+        plans: Sequence[ReadPlan],
+        guard: bool = False,
+        serving: Mapping[Values, str] = NONE,
+    ) -> str:
         """Merged full state of delta-only partition `chain` for the groups of `plans`: from
         the anchor and the cumulative delta for the groups `serving` names (group + chain ->
         stamp), merged on read from the anchor and the deltas for the others.
@@ -143,17 +164,29 @@ class Renderer:
             anchors = [p.group + p.anchor for p in rest if p.anchor is not None]
             deltas = [p.group + d for p in rest for d in p.deltas]
             anchor_sql = self.select(self.snapshot, anchors) if anchors else None
-            bodies.append(merge_sql(self.opts, self.columns, anchor_sql,
-                                    self.select(self.delta, deltas), types=self.types))
+            bodies.append(
+                merge_sql(
+                    self.opts,
+                    self.columns,
+                    anchor_sql,
+                    self.select(self.delta, deltas),
+                    types=self.types,
+                )
+            )
         body = " UNION ALL ".join(bodies)
         if guard:
-            return (f"SELECT {self.relabel(chain)} FROM (SELECT 1 AS {GUARD}) __chain_one "
-                    f"RIGHT OUTER JOIN ({body}) __m ON 1 = 0")
+            return (
+                f"SELECT {self.relabel(chain)} FROM (SELECT 1 AS {GUARD}) __chain_one "
+                f"RIGHT OUTER JOIN ({body}) __m ON 1 = 0"
+            )
         return f"SELECT {self.relabel(chain)} FROM ({body}) __m"
 
-    def view(self, layout: Tuple[Sequence[Tuple[Values, Sequence[ReadPlan]]], Sequence[ReadPlan]],
-             mapping: Optional[Tuple[str, str]] = None,
-             serving: Mapping[Values, str] = NONE) -> str:
+    def view(
+        self,
+        layout: tuple[Sequence[tuple[Values, Sequence[ReadPlan]]], Sequence[ReadPlan]],
+        mapping: tuple[str, str] | None = None,
+        serving: Mapping[Values, str] = NONE,
+    ) -> str:
         """Every partition of snapshot ∪ delta at its full state, laid out as the planner said
         (`ChainState.view_layout`: literal branches, mapped reads). Snapshot partitions are one
         branch however many there are; each literal chain value is a branch projecting its
@@ -169,8 +202,9 @@ class Renderer:
 
         def snapshot(*conds: str) -> str:
             conds = tuple(c for c in conds if c)
-            return (f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}"
-                    + (" WHERE " + " AND ".join(conds) if conds else ""))
+            return f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}" + (
+                " WHERE " + " AND ".join(conds) if conds else ""
+            )
 
         if not mapped:
             branches = [snapshot(not_own)]
@@ -182,54 +216,67 @@ class Renderer:
             first = self.opts.chain_keys[0]
             upto = f"coalesce({q(first)} <= {self.lit(first, max_first(mapped))}, false)"
             keys = list(self.opts.group_keys) + [target_col(k) for k in self.opts.chain_keys]
-            on = " AND ".join([f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys]
-                              + [f"__s.{q(k)} = __x.{q(target_col(k))}"
-                                 for k in self.opts.chain_keys])
+            on = " AND ".join(
+                [f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys]
+                + [f"__s.{q(k)} = __x.{q(target_col(k))}" for k in self.opts.chain_keys]
+            )
             branches = [
                 snapshot(f"NOT {upto}", not_own),
                 f"SELECT {cols_sql(self.columns, '__s')} FROM ({snapshot(upto, not_own)}) __s "
                 f"LEFT ANTI JOIN (SELECT DISTINCT {cols_sql(keys)} FROM "
-                f"{self._map_version(*mapping)}) __x ON {on}"]
-        branches += [self.merged(chain, plans, guard=True, serving=serving)
-                     for chain, plans in literal]
-        if mapped:
+                f"{self._map_version(*mapping)}) __x ON {on}",
+            ]
+        branches += [
+            self.merged(chain, plans, guard=True, serving=serving) for chain, plans in literal
+        ]
+        if mapped and mapping is not None:
             branches.append(f"SELECT * FROM ({self.mapped_read(*mapping)}) __v WHERE {upto}")
         return "\nUNION ALL\n".join(branches)
 
     # ---- the mapping table of older delta-only partitions --------------------------------------
-    def map_columns(self) -> List[Tuple[str, str]]:
+    def map_columns(self) -> list[tuple[str, str]]:
         """Group keys, the target chain values, the source chain values and the source branch;
         one row per (target partition, partition its merged state is read from)."""
         chain = self.opts.chain_keys
-        return ([(g, self.type_of(g)) for g in self.opts.group_keys]
-                + [(target_col(k), self.type_of(k)) for k in chain]
-                + [(source_col(k), self.type_of(k)) for k in chain] + [(MAP_BRANCH, "string")])
+        return (
+            [(g, self.type_of(g)) for g in self.opts.group_keys]
+            + [(target_col(k), self.type_of(k)) for k in chain]
+            + [(source_col(k), self.type_of(k)) for k in chain]
+            + [(MAP_BRANCH, "string")]
+        )
 
     def map_create(self, table: str) -> str:
         cols = ", ".join(f"{q(c)} {t}" for c, t in self.map_columns())
-        return (f"CREATE TABLE IF NOT EXISTS {table} ({cols}, {q(MAP_VERSION)} STRING) "
-                f"USING parquet PARTITIONED BY ({q(MAP_VERSION)})")
+        return (
+            f"CREATE TABLE IF NOT EXISTS {table} ({cols}, {q(MAP_VERSION)} STRING) "
+            f"USING parquet PARTITIONED BY ({q(MAP_VERSION)})"
+        )
 
     def map_insert(self, table: str, version: str, plans: Sequence[ReadPlan]) -> str:
         """One version of the mapping: the planner's anchor and deltas of each read in `plans`."""
-        return (f"INSERT INTO {table} PARTITION ({spec_sql([MAP_VERSION], [version])}) VALUES "
-                + ", ".join(self.map_rows(plans)))
+        return (
+            f"INSERT INTO {table} PARTITION ({spec_sql([MAP_VERSION], [version])}) VALUES "
+            + ", ".join(self.map_rows(plans))
+        )
 
-    def map_rows(self, plans: Sequence[ReadPlan]) -> List[str]:
+    def map_rows(self, plans: Sequence[ReadPlan]) -> list[str]:
         """The mapping's rows for `plans`, as SQL value tuples."""
         group, chain = self.opts.group_keys, self.opts.chain_keys
         rows = []
         for p in plans:
-            sources = ([("snapshot", p.anchor)] if p.anchor is not None else [])
+            sources = [("snapshot", p.anchor)] if p.anchor is not None else []
             sources += [("delta", d) for d in p.deltas]
             for branch, src in sources:
-                vals = ([self.lit(g, v) for g, v in zip(group, p.group)]
-                        + [self.lit(k, v) for k, v in zip(chain, p.chain)]
-                        + [self.lit(k, v) for k, v in zip(chain, src)] + [string(branch)])
+                vals = (
+                    [self.lit(g, v) for g, v in zip(group, p.group, strict=False)]
+                    + [self.lit(k, v) for k, v in zip(chain, p.chain, strict=False)]
+                    + [self.lit(k, v) for k, v in zip(chain, src, strict=False)]
+                    + [string(branch)]
+                )
                 rows.append("(" + ", ".join(vals) + ")")
         return rows
 
-    def _map_version(self, table: str, version: str, branch: Optional[str] = None) -> str:
+    def _map_version(self, table: str, version: str, branch: str | None = None) -> str:
         cond = f"{q(MAP_VERSION)} = {literal(version)}"
         if branch:
             cond += f" AND {q(MAP_BRANCH)} = {literal(branch)}"
@@ -247,17 +294,27 @@ class Renderer:
         def side(branch_table: str, branch: str) -> str:
             on = [f"__b.{q(g)} = __m.{q(g)}" for g in self.opts.group_keys]
             on += [f"__b.{q(k)} = __m.{q(source_col(k))}" for k in chain]
-            return (f"SELECT {cols_sql(self.columns, '__b')}, {cols_sql(targets, '__m')} "
-                    f"FROM {branch_table} __b JOIN {self._map_version(table, version, branch)} "
-                    f"__m ON {' AND '.join(on)}")
+            return (
+                f"SELECT {cols_sql(self.columns, '__b')}, {cols_sql(targets, '__m')} "
+                f"FROM {branch_table} __b JOIN {self._map_version(table, version, branch)} "
+                f"__m ON {' AND '.join(on)}"
+            )
 
         opts = replace(self.opts, primary_key=tuple(self.opts.primary_key) + tuple(targets))
-        types = {**self.types, **{t: self.type_of(k) for t, k in zip(targets, chain)}}
-        body = merge_sql(opts, self.columns + targets, side(self.snapshot, "snapshot"),
-                         side(self.delta, "delta"), types=types, broadcast=True)
+        types = {**self.types, **{t: self.type_of(k) for t, k in zip(targets, chain, strict=False)}}
+        body = merge_sql(
+            opts,
+            self.columns + targets,
+            side(self.snapshot, "snapshot"),
+            side(self.delta, "delta"),
+            types=types,
+            broadcast=True,
+        )
         lowered = {k.lower(): target_col(k) for k in chain}
-        proj = ", ".join(f"{q(lowered[c.lower()])} AS {q(c)}" if c.lower() in lowered else q(c)
-                         for c in self.columns)
+        proj = ", ".join(
+            f"{q(lowered[c.lower()])} AS {q(c)}" if c.lower() in lowered else q(c)
+            for c in self.columns
+        )
         return f"SELECT {proj} FROM ({body}) __g"
 
     def in_partitions(self, parts: Sequence[Values]) -> str:
@@ -265,12 +322,15 @@ class Renderer:
         cols = list(self.opts.partition_by)
         if len(cols) == 1:
             return f"{q(cols[0])} IN ({', '.join(self.lit(cols[0], p[0]) for p in parts)})"
-        tuples = ", ".join("(" + ", ".join(self.lit(c, v) for c, v in zip(cols, p)) + ")"
-                           for p in parts)
+        tuples = ", ".join(
+            "(" + ", ".join(self.lit(c, v) for c, v in zip(cols, p, strict=False)) + ")"
+            for p in parts
+        )
         return f"({cols_sql(cols)}) IN ({tuples})"
 
-    def partition_read(self, plans: Sequence[ReadPlan],
-                       serving: Mapping[Values, str] = NONE) -> str:
+    def partition_read(
+        self, plans: Sequence[ReadPlan], serving: Mapping[Values, str] = NONE
+    ) -> str:
         """Full state of one chain partition for the groups in `plans` (chain_read)."""
         if not plans:
             return f"SELECT {cols_sql(self.columns)} FROM {self.snapshot} WHERE false"
@@ -289,64 +349,90 @@ class Renderer:
         return f"({self.partitions_predicate(list(parts))}) AND {q(STAMP_COLUMN)} IN ({stamps})"
 
     def cumulative_select(self, parts: Mapping[Values, str]) -> str:
-        return (f"SELECT {cols_sql(self.columns)} FROM {self.cumulative} "
-                f"WHERE {self._cumulative_where(parts)}")
+        return (
+            f"SELECT {cols_sql(self.columns)} FROM {self.cumulative} "
+            f"WHERE {self._cumulative_where(parts)}"
+        )
 
     def _cumulative_read(self, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> str:
         parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
         anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
-        keys = (f"SELECT {cols_sql(self.opts.merge_keys)} FROM {self.cumulative} "
-                f"WHERE {self._cumulative_where(parts)}") if self.opts.merge_keys else \
-            f"SELECT 1 FROM {self.cumulative} WHERE {self._cumulative_where(parts)}"
-        return cumulative_read_sql(self.opts, self.columns,
-                                   self.select(self.snapshot, anchors) if anchors else None,
-                                   self.cumulative_select(parts), keys)
+        keys = (
+            (
+                f"SELECT {cols_sql(self.opts.merge_keys)} FROM {self.cumulative} "
+                f"WHERE {self._cumulative_where(parts)}"
+            )
+            if self.opts.merge_keys
+            else f"SELECT 1 FROM {self.cumulative} WHERE {self._cumulative_where(parts)}"
+        )
+        return cumulative_read_sql(
+            self.opts,
+            self.columns,
+            self.select(self.snapshot, anchors) if anchors else None,
+            self.cumulative_select(parts),
+            keys,
+        )
 
-    def cumulative_columns(self) -> List[Tuple[str, str]]:
+    def cumulative_columns(self) -> list[tuple[str, str]]:
         """The table's columns (table order) and the stamp, the last partition column."""
         return [(c, self.type_of(c)) for c in self.columns] + [(STAMP_COLUMN, "string")]
 
     def cumulative_create(self) -> str:
-        return statements.create_table(self.cumulative, self.cumulative_columns(),
-                                       list(self.opts.partition_by) + [STAMP_COLUMN], {})
+        return statements.create_table(
+            self.cumulative,
+            self.cumulative_columns(),
+            list(self.opts.partition_by) + [STAMP_COLUMN],
+            {},
+        )
 
     def cumulative_build(self, chain: Values, builds: Sequence[Build], with_anchor: bool) -> str:
         """Write the cumulative delta of day `chain` for each build's group (one day, all its
         groups, one statement): a dynamic overwrite of exactly the partitions with rows."""
         deltas = [b.plan.group + d for b in builds for d in b.deltas]
-        states = {b.plan.group + b.previous: b.previous_stamp for b in builds
-                  if b.previous is not None}
+        states = {
+            b.plan.group + b.previous: b.previous_stamp for b in builds if b.previous is not None
+        }
         anchors = [b.plan.group + b.plan.anchor for b in builds if b.plan.anchor is not None]
         body = cumulative_build_sql(
-            self.opts, self.columns, self.select(self.delta, deltas),
+            self.opts,
+            self.columns,
+            self.select(self.delta, deltas),
             self.cumulative_select(states) if states else None,
             self.select(self.snapshot, anchors) if anchors and with_anchor else None,
-            types=self.types)
+            types=self.types,
+        )
         n = len(self.opts.group_keys)
         if n:
-            cases = " ".join(f"WHEN {self.predicate(self.opts.group_keys, b.plan.group)} "
-                             f"THEN {literal(b.stamp)}" for b in builds)
+            cases = " ".join(
+                f"WHEN {self.predicate(self.opts.group_keys, b.plan.group)} THEN {literal(b.stamp)}"
+                for b in builds
+            )
             stamp = f"CASE {cases} END"
         else:
             stamp = literal(builds[0].stamp)
         parts = ", ".join(q(c) for c in list(self.opts.partition_by) + [STAMP_COLUMN])
-        return (f"INSERT OVERWRITE TABLE {self.cumulative} PARTITION ({parts})\n"
-                f"SELECT {self.relabel(chain)}, {stamp} AS {q(STAMP_COLUMN)} FROM ({body}) __b")
+        return (
+            f"INSERT OVERWRITE TABLE {self.cumulative} PARTITION ({parts})\n"
+            f"SELECT {self.relabel(chain)}, {stamp} AS {q(STAMP_COLUMN)} FROM ({body}) __b"
+        )
 
     def cumulative_empty(self, values: Values, stamp: str) -> str:
         """An empty C partition: a day of a group whose deltas changed no key."""
         nulls = ", ".join(f"CAST(NULL AS {self.type_of(c)}) AS {q(c)}" for c in self.data_columns)
         spec = spec_sql(list(self.opts.partition_by) + [STAMP_COLUMN], tuple(values) + (stamp,))
-        return (f"INSERT OVERWRITE TABLE {self.cumulative} PARTITION ({spec}) "
-                f"SELECT {nulls} WHERE 1 = 0")
+        return (
+            f"INSERT OVERWRITE TABLE {self.cumulative} PARTITION ({spec}) "
+            f"SELECT {nulls} WHERE 1 = 0"
+        )
 
-    def cumulative_drop(self, parts: Sequence[Values]) -> Optional[str]:
+    def cumulative_drop(self, parts: Sequence[Values]) -> str | None:
         """Drop C partitions given as partition values + stamp."""
-        return statements.drop_partitions(self.cumulative,
-                                          list(self.opts.partition_by) + [STAMP_COLUMN], parts)
+        return statements.drop_partitions(
+            self.cumulative, list(self.opts.partition_by) + [STAMP_COLUMN], parts
+        )
 
     # ---- writes --------------------------------------------------------------------------
-    def insert_overwrite(self, table: str, source_sql: str, only: Optional[Values] = None) -> str:
+    def insert_overwrite(self, table: str, source_sql: str, only: Values | None = None) -> str:
         """Dynamic overwrite (the tables carry partitionOverwriteMode=dynamic as a table option,
         so no session setting is relied on): exactly the partitions in the output are replaced.
         `only`: every row of `source_sql` belongs to this one partition (the caller built it so),
@@ -354,29 +440,35 @@ class Renderer:
         of a compacted snapshot) nor stages them for a dynamic overwrite, and the partition
         exists afterwards even when the source is empty."""
         if only is not None:
-            return (f"INSERT OVERWRITE TABLE {table} PARTITION ({self.spec(only)})\n"
-                    f"SELECT {cols_sql(self.data_columns)} FROM ({source_sql}) __src")
+            return (
+                f"INSERT OVERWRITE TABLE {table} PARTITION ({self.spec(only)})\n"
+                f"SELECT {cols_sql(self.data_columns)} FROM ({source_sql}) __src"
+            )
         parts = ", ".join(q(c) for c in self.opts.partition_by)
-        return (f"INSERT OVERWRITE TABLE {table} PARTITION ({parts})\n"
-                f"SELECT {cols_sql(self.columns)} FROM ({source_sql}) __src")
+        return (
+            f"INSERT OVERWRITE TABLE {table} PARTITION ({parts})\n"
+            f"SELECT {cols_sql(self.columns)} FROM ({source_sql}) __src"
+        )
 
     def empty_partition(self, table: str, values: Values) -> str:
         """A fully static overwrite with no rows: creates or empties exactly one partition."""
         nulls = ", ".join(f"CAST(NULL AS {self.type_of(c)}) AS {q(c)}" for c in self.data_columns)
         return f"INSERT OVERWRITE TABLE {table} PARTITION ({self.spec(values)}) SELECT {nulls} WHERE 1 = 0"
 
-    def drop_partitions(self, table: str, parts: Sequence[Values]) -> Optional[str]:
+    def drop_partitions(self, table: str, parts: Sequence[Values]) -> str | None:
         return statements.drop_partitions(table, self.opts.partition_by, parts)
 
     def count_by_group(self, table: str, parts: Sequence[Values]) -> str:
         """Rows per group (group values, then the count) in `parts` of `table`."""
         groups = self.opts.group_keys
-        return (f"SELECT {cols_sql(groups) + ', ' if groups else ''}count(*) FROM {table} "
-                f"WHERE {self.partitions_predicate(parts)}"
-                + (f" GROUP BY {cols_sql(groups)}" if groups else ""))
+        return (
+            f"SELECT {cols_sql(groups) + ', ' if groups else ''}count(*) FROM {table} "
+            f"WHERE {self.partitions_predicate(parts)}"
+            + (f" GROUP BY {cols_sql(groups)}" if groups else "")
+        )
 
     def batch_merge(self, source_sql: str) -> str:
         """A snapshot written straight from a model is itself merged (deletes applied)."""
-        return merge_rows_sql(self.opts, self.columns, source_sql, types=self.types,
-                              by_partition=True)
-
+        return merge_rows_sql(
+            self.opts, self.columns, source_sql, types=self.types, by_partition=True
+        )

@@ -40,21 +40,31 @@ def show_partitions(relation: str) -> str:
 
 
 # ---- tables and views -----------------------------------------------------------------------
-def create_table(relation: str, column_types: Sequence[tuple[str, str]],
-                 partition_by: Sequence[str], props: Mapping[str, str],
-                 file_format: str = "parquet", location: str | None = None,
-                 clustered_by: Sequence[str] = (), buckets: int | None = None,
-                 as_select: str | None = None) -> str:
+def create_table(
+    relation: str,
+    column_types: Sequence[tuple[str, str]],
+    partition_by: Sequence[str],
+    props: Mapping[str, str],
+    file_format: str = "parquet",
+    location: str | None = None,
+    clustered_by: Sequence[str] = (),
+    buckets: int | None = None,
+    as_select: str | None = None,
+) -> str:
     """CREATE TABLE with columns, or CREATE TABLE ... AS `as_select` (columns from the query).
     Dynamic partition overwrite is a table option, so no statement relies on session state."""
     cols = ", ".join(f"{q(c)} {t}" for c, t in column_types)
     parts = ", ".join(q(c) for c in partition_by)
-    sql = [f"CREATE TABLE {relation}" + (f" ({cols})" if column_types else ""),
-           f"USING {file_format}", "OPTIONS ('partitionOverwriteMode' = 'dynamic')",
-           f"PARTITIONED BY ({parts})"]
+    sql = [
+        f"CREATE TABLE {relation}" + (f" ({cols})" if column_types else ""),
+        f"USING {file_format}",
+        "OPTIONS ('partitionOverwriteMode' = 'dynamic')",
+        f"PARTITIONED BY ({parts})",
+    ]
     if clustered_by and buckets:
-        sql.append(f"CLUSTERED BY ({', '.join(q(c) for c in clustered_by)}) "
-                   f"INTO {int(buckets)} BUCKETS")
+        sql.append(
+            f"CLUSTERED BY ({', '.join(q(c) for c in clustered_by)}) INTO {int(buckets)} BUCKETS"
+        )
     if location:
         sql.append(f"LOCATION {string(location)}")
     if props:
@@ -71,12 +81,16 @@ def create_scratch_as(relation: str, sql: str) -> str:
 
 def create_gc_table(relation: str) -> str:
     """The managed scratch table whose dropped partitions delete directories (publish.py)."""
-    return (f"CREATE TABLE IF NOT EXISTS {relation} (unused INT, d STRING) USING parquet "
-            "PARTITIONED BY (d)")
+    return (
+        f"CREATE TABLE IF NOT EXISTS {relation} (unused INT, d STRING) USING parquet "
+        "PARTITIONED BY (d)"
+    )
 
 
 def add_columns(relation: str, column_types: Sequence[tuple[str, str]]) -> str:
-    return f"ALTER TABLE {relation} ADD COLUMNS ({', '.join(f'{q(c)} {t}' for c, t in column_types)})"
+    return (
+        f"ALTER TABLE {relation} ADD COLUMNS ({', '.join(f'{q(c)} {t}' for c, t in column_types)})"
+    )
 
 
 def set_properties(relation: str, props: Mapping[str, str]) -> str:
@@ -102,25 +116,31 @@ def create_lock_view(relation: str, props: Mapping[str, str]) -> str:
 
 
 # ---- partitions -----------------------------------------------------------------------------
-def set_partition_location(relation: str, columns: Sequence[str], values: Sequence[str],
-                           location: str) -> str:
+def set_partition_location(
+    relation: str, columns: Sequence[str], values: Sequence[str], location: str
+) -> str:
     """Switch one partition to another directory: one metastore operation, atomic for readers."""
-    return (f"ALTER TABLE {relation} PARTITION ({spec_sql(columns, values)}) "
-            f"SET LOCATION {string(location)}")
+    return (
+        f"ALTER TABLE {relation} PARTITION ({spec_sql(columns, values)}) "
+        f"SET LOCATION {string(location)}"
+    )
 
 
-def add_partitions(relation: str, columns: Sequence[str],
-                   parts: Sequence[tuple[Sequence[str], str]]) -> str | None:
+def add_partitions(
+    relation: str, columns: Sequence[str], parts: Sequence[tuple[Sequence[str], str]]
+) -> str | None:
     """Add partitions `(values, location)` in one statement; None when there are none."""
     if not parts:
         return None
     return f"ALTER TABLE {relation} ADD " + " ".join(
         f"PARTITION ({spec_sql(columns, values)}) LOCATION {string(location)}"
-        for values, location in parts)
+        for values, location in parts
+    )
 
 
-def drop_partitions(relation: str, columns: Sequence[str],
-                    parts: Sequence[Sequence[str]]) -> str | None:
+def drop_partitions(
+    relation: str, columns: Sequence[str], parts: Sequence[Sequence[str]]
+) -> str | None:
     """Drop partitions (given by their values) in one statement; None when there are none."""
     if not parts:
         return None

@@ -1,0 +1,80 @@
+"""Keeping the cumulative delta in step with the branches (docs/design.md#cumulative-delta):
+before a write changes inputs in place, stop serving the days they feed; after it, build the
+cumulative partitions of the days it added or changed, one chain day at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.chaintable import cumulative, safety
+from dbt.adapters.chaintable.catalog import Catalog, Loaded
+from dbt.adapters.chaintable.planner import Values
+from dbt.adapters.chaintable.runner import logger
+from dbt.adapters.chaintable.sql.merge import value_columns
+from dbt.adapters.chaintable.view import ViewWriter
+
+
+class Accumulator:
+    def __init__(self, catalog: Catalog, views: ViewWriter):
+        self.catalog, self.views = catalog, views
+        self.run = catalog.runner.run
+
+    def before_write(self, loaded: Loaded, branch: str, written: Sequence[Values]) -> Loaded:
+        """Before `written` partitions of `branch` are published: the days they will feed that
+        the cumulative delta serves now are read by merge instead (the view is refreshed
+        without them) and their cumulative partitions dropped, so that no reader meets a
+        cumulative partition built from inputs that changed in place. A daily run, which adds
+        the newest day, serves nothing it feeds and costs nothing here."""
+        if not loaded.cumulative:
+            return loaded
+        future = loaded.with_published(branch, written)
+        affected = set(future.cumulative_of().affected(written))
+        served = loaded.serving(loaded.state().delta_only())
+        unserve = sorted(affected & set(served))
+        if not unserve:
+            return loaded
+        logger.info(
+            f"{loaded.tables.view}: {len(unserve)} day(s) read by merge until their "
+            "cumulative delta is rebuilt"
+        )
+        return self.views.refresh(loaded, unserved=unserve)
+
+    def after_write(self, loaded: Loaded, written: Sequence[Values]) -> Loaded:
+        """Build the cumulative partitions of the days `written` feeds (`loaded` is the catalog
+        after the publish). A failed build leaves those days read by merge: the write stays."""
+        if not loaded.opts.cumulative_delta:
+            return loaded
+        cum = loaded.cumulative_of()
+        days = cum.affected(written)
+        if not days:
+            return loaded
+        renderer, opts = loaded.renderer(), loaded.opts
+        incremental = cumulative.incremental(opts, value_columns(opts, loaded.column_names))
+        builds = cum.builds(days, incremental)
+        built = sum(1 for b in builds if b.previous is not None)
+        try:
+            if loaded.cumulative is None:
+                self.run(renderer.cumulative_create())
+            for chain in sorted({b.plan.chain for b in builds}, key=loaded.state().sort_key):
+                todo = [b for b in builds if b.plan.chain == chain]
+                self.run(renderer.cumulative_build(chain, todo, cumulative.needs_anchor(opts)))
+                safety.failpoint("cumulative.built")
+            parts = set(self.catalog.cumulative_partitions(loaded.tables, opts) or ())
+            for b in builds:  # a day whose deltas changed no key has no rows: still served
+                part = b.plan.group + b.plan.chain + (b.stamp,)
+                if part not in parts:
+                    self.run(renderer.cumulative_empty(b.plan.group + b.plan.chain, b.stamp))
+                    parts.add(part)
+        except DbtRuntimeError as e:
+            logger.warning(
+                f"{loaded.tables.view}: building the cumulative delta failed, the "
+                f"days stay read by merge: {e}"
+            )
+            return loaded.with_cumulative(self.catalog.cumulative_partitions(loaded.tables, opts))
+        logger.info(
+            f"{loaded.tables.view}: cumulative delta of {len(builds)} day(s) built "
+            f"({built} from the day before)"
+        )
+        return loaded.with_cumulative(sorted(parts))

@@ -1,0 +1,161 @@
+"""The cumulative delta through real dbt: after every kind of change to a chain's inputs, every
+day read through the view and through chain_read equals the same chain read by merge alone
+(a twin model with cumulative_delta=false over the same source), and the days whose inputs
+did not change, or were rebuilt, are served from the cumulative delta."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+MODEL = """
+{{{{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
+          sequence_field='seq', rowkind_field='op', chain_partition={{'dt': var('dt')}},
+          chain_branch=var('branch', none), on_schema_change='append_new_columns',
+          partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',
+          partition_expiration_time='3650 d', cumulative_delta={on}) }}}}
+select {cols} from {{{{ target.schema }}}}.changes where dt = '{{{{ var("dt") }}}}'
+"""
+COLS = "id, v, op, seq, dt"
+DAYS = [f"202508{d:02d}" for d in range(1, 8)]
+
+
+def rows_of(day: str, n: int) -> list[tuple]:
+    """Day n's changes: an update of two keys, an insert, a delete, a late row that loses to a
+    newer sequence already in the chain (seq 1), and on day 1 the full table."""
+    if n == 1:
+        return [(i, f"v{i}", "+I", 10, day) for i in range(1, 9)]
+    return [
+        (n, f"u{n}", "+U", 10 + n, day),
+        (n + 1, f"w{n}", "+U", 10 + n, day),
+        (20 + n, f"i{n}", "+I", 10 + n, day),
+        ((n + 3) % 8 + 1, None, "-D", 10 + n, day),
+        ((n + 5) % 8 + 1, "late", "+U", 1, day),
+    ]
+
+
+@pytest.fixture
+def twins(project):
+    p = project
+    p.table(
+        "changes",
+        "id int, v string, op string, seq int, dt string",
+        [r for n, d in enumerate(DAYS[:5], 1) for r in rows_of(d, n)],
+    )
+    p.model("t", MODEL.format(on="true", cols=COLS))
+    p.model("m", MODEL.format(on="false", cols=COLS))
+    for d in DAYS[:4]:
+        p.dbt("run", vars={"dt": d})
+    return p
+
+
+def state(p, view, cols="id, v"):
+    parts = sorted(set(p.partitions(f"{view}__snapshot")) | set(p.partitions(f"{view}__delta")))
+    return {
+        part: p.rows(f"select {cols} from {{s}}.{view} where dt = '{part.split('=')[1]}'")
+        for part in parts
+    }
+
+
+def chain_reads(p, view, days):
+    out = {}
+    for d in days:
+        p.file(
+            "analyses/r.sql",
+            f"select id, v from {{{{ chain_read(ref('{view}'), {{'dt': '{d}'}}) }}}}",
+        )
+        p.dbt("compile", "--select", "r", vars={"dt": d})
+        sql = (p.root / "target" / "compiled" / "chain_test" / "analyses" / "r.sql").read_text()
+        out[d] = p.rows(sql)
+    return out
+
+
+def served(p, view="t"):
+    """Days chain_status says are read from the cumulative delta."""
+    p.run_op("chain_status", {"model": view})
+    return sorted(set(re.findall(r"dt=(\d{8})\s+dt=\d{8}\s+\d+\s+cumulative delta", p.log_text())))
+
+
+def same(p, cols="id, v"):
+    t, m = state(p, "t", cols), state(p, "m", cols)
+    assert t == m
+    assert any(rows for rows in t.values())
+    return t
+
+
+def test_every_change_keeps_reads_equal_to_merge_on_read(twins):
+    p = twins
+    same(p)
+    assert served(p) == DAYS[1:4]
+    assert served(p, "m") == []
+    assert chain_reads(p, "t", DAYS[1:4]) == chain_reads(p, "m", DAYS[1:4])
+
+    # a delta day written again with other rows: it and the later days are rebuilt
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (7, 'again', '+U', 50, '{DAYS[2]}')")
+    p.dbt("run", vars={"dt": DAYS[2]})
+    assert same(p)[f"dt={DAYS[3]}"] == same(p)[f"dt={DAYS[3]}"]
+    assert (7, "again") in state(p, "t")[f"dt={DAYS[3]}"]
+    assert served(p) == DAYS[1:4]
+
+    # a later day first, then the day before it (a backfill): the later day is rebuilt
+    p.spark.sql(
+        f"INSERT INTO {p.schema}.changes VALUES "
+        + ", ".join(
+            f"({r[0]}, {'NULL' if r[1] is None else repr(r[1])}, '{r[2]}', {r[3]}, '{r[4]}')"
+            for r in rows_of(DAYS[5], 6)
+        )
+    )
+    p.dbt("run", vars={"dt": DAYS[5]})
+    p.dbt("run", vars={"dt": DAYS[4]})
+    same(p)
+    assert served(p) == DAYS[1:6]
+
+    # compaction of a middle day: the later days get a new anchor and are rebuilt on it
+    for view in ("t", "m"):
+        p.run_op("compact_chain", {"model": view, "partition": {"dt": DAYS[3]}})
+    same(p)
+    assert served(p) == DAYS[1:3] + DAYS[4:6]
+    # and again with overwrite (a snapshot rewritten in place)
+    for view in ("t", "m"):
+        p.run_op("compact_chain", {"model": view, "partition": {"dt": DAYS[3]}, "overwrite": True})
+    same(p)
+    assert served(p) == DAYS[1:3] + DAYS[4:6]
+
+    # a snapshot written by the model itself at a day that has deltas after it
+    p.dbt("run", vars={"dt": DAYS[4], "branch": "snapshot"})
+    same(p)
+    assert served(p) == DAYS[1:3] + DAYS[5:6]
+
+    # a delta partition dropped: the days read through it are read by merge
+    for view in ("t", "m"):
+        p.run_op(
+            "drop_chain_partition", {"model": view, "partition": {"dt": DAYS[1]}, "branch": "delta"}
+        )
+    same(p)
+    assert served(p) == DAYS[5:6]
+
+    # expiration: the dropped days' cumulative partitions go with them
+    for view in ("t", "m"):
+        p.run_op("expire_chain", {"model": view, "now": "2035-08-10 00:00:00"})
+    after = same(p)
+    assert f"dt={DAYS[0]}" not in after
+    assert {
+        r[0].split("/")[0]
+        for r in p.spark.sql(f"SHOW PARTITIONS {p.schema}.t__cumulative").collect()
+    } == {f"dt={DAYS[5]}"}
+
+    # a new column: every day's inputs read differently, new days are built with it
+    p.model("t", MODEL.format(on="true", cols=COLS + ", 'x' as w"))
+    p.model("m", MODEL.format(on="false", cols=COLS + ", 'x' as w"))
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (3, 'z', '+U', 90, '{DAYS[6]}')")
+    p.dbt("run", vars={"dt": DAYS[6]})
+    same(p, "id, v, w")
+    assert served(p) == DAYS[6:7]
+    assert chain_reads(p, "t", DAYS[5:7]) == chain_reads(p, "m", DAYS[5:7])
+
+    # a full refresh starts the chain again, cumulative delta included
+    p.dbt("run", "--full-refresh", vars={"dt": DAYS[0]})
+    p.dbt("run", vars={"dt": DAYS[1]})
+    same(p, "id, v, w")
+    assert served(p) == DAYS[1:2]
