@@ -20,6 +20,7 @@ listed partitions, and the optimizer on `select * from hist where region=.. and 
 compacted day and for the latest (delta-only) day. Prints a table with growth factors and writes
 bench_planning.json and bench_planning.png (seconds against partitions, log-log) into --out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,15 +31,29 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (Dbt, fresh_root, median, require_matplotlib, session_params,  # noqa: E402
-                    start_spark, table_columns)
+from common import (
+    Dbt,
+    fresh_root,
+    median,
+    require_matplotlib,
+    session_params,
+    start_spark,
+    table_columns,
+)
 
 SCHEMA = "plan"
-CATALOG_KINDS = ("SHOW PARTITIONS", "SHOW TBLPROPERTIES", "SHOW TABLES", "SHOW TABLE EXTENDED",
-                 "DESCRIBE TABLE", "DESCRIBE FORMATTED", "DESCRIBE QUERY")
+CATALOG_KINDS = (
+    "SHOW PARTITIONS",
+    "SHOW TBLPROPERTIES",
+    "SHOW TABLES",
+    "SHOW TABLE EXTENDED",
+    "DESCRIBE TABLE",
+    "DESCRIBE FORMATTED",
+    "DESCRIBE QUERY",
+)
 END = dt.date(2030, 1, 1)  # history grows backwards from here; the daily run writes END + 1
 
 
@@ -49,18 +64,27 @@ def day(offset: int) -> str:
 def write_project(root: Path, groups: int) -> Path:
     proj = root / "project"
     (proj / "models").mkdir(parents=True)
-    (proj / "dbt_project.yml").write_text(textwrap.dedent("""\
+    (proj / "dbt_project.yml").write_text(
+        textwrap.dedent("""\
         name: plan_bench
         version: '1.0'
         config-version: 2
         profile: plan_bench
         model-paths: [models]
-        """))
-    output = {"type": "chaintable", "method": "session", "host": "localhost", "schema": SCHEMA,
-              "server_side_parameters": session_params(root, "4g")}
-    (proj / "profiles.yml").write_text(json.dumps(
-        {"plan_bench": {"target": "b", "outputs": {"b": output}}}))
-    (proj / "models" / "hist.sql").write_text(textwrap.dedent(f"""\
+        """)
+    )
+    output = {
+        "type": "chaintable",
+        "method": "session",
+        "host": "localhost",
+        "schema": SCHEMA,
+        "server_side_parameters": session_params(root, "4g"),
+    }
+    (proj / "profiles.yml").write_text(
+        json.dumps({"plan_bench": {"target": "b", "outputs": {"b": output}}})
+    )
+    (proj / "models" / "hist.sql").write_text(
+        textwrap.dedent(f"""\
         {{{{ config(
             materialized='chain_incremental',
             partition_by=['region', 'dt'],
@@ -74,19 +98,20 @@ def write_project(root: Path, groups: int) -> Path:
                concat('r', lpad(cast(pmod(id, {groups}) as string), 2, '0')) as region,
                '{{{{ var("dt") }}}}' as dt
         from (select explode(sequence(1, {groups * 3})) as id) t
-        """))
+        """)
+    )
     return proj
 
 
-def add_partitions(spark, table: str, parts: List[tuple], batch: int = 200) -> float:
+def add_partitions(spark, table: str, parts: list[tuple], batch: int = 200) -> float:
     t0 = time.perf_counter()
     for i in range(0, len(parts), batch):
-        specs = " ".join(f"PARTITION (region = '{r}', dt = '{d}')" for r, d in parts[i:i + batch])
+        specs = " ".join(f"PARTITION (region = '{r}', dt = '{d}')" for r, d in parts[i : i + batch])
         spark.sql(f"ALTER TABLE {SCHEMA}.{table} ADD IF NOT EXISTS {specs}")
     return time.perf_counter() - t0
 
 
-def plan_time(spark, sql: str, repeats: int = 3) -> Dict[str, float]:
+def plan_time(spark, sql: str, repeats: int = 3) -> dict[str, float]:
     """Parse + analysis + optimization (optimizedPlan), and through physical planning
     (executedPlan), of a fresh DataFrame each time; medians."""
     ana, opt, phys = [], [], []
@@ -102,11 +127,14 @@ def plan_time(spark, sql: str, repeats: int = 3) -> Dict[str, float]:
         ana.append(ta - t0)
         opt.append(t1 - t0)
         phys.append(t2 - t0)
-    return {"analyzed_s": median(ana[1:]), "optimized_s": median(opt[1:]),  # first: warm-up
-            "physical_s": median(phys[1:])}
+    return {
+        "analyzed_s": median(ana[1:]),
+        "optimized_s": median(opt[1:]),  # first: warm-up
+        "physical_s": median(phys[1:]),
+    }
 
 
-def pure_planner(spark) -> Dict[str, Any]:
+def pure_planner(spark) -> dict[str, Any]:
     """What the adapter's Catalog.load + planner + renderer do for one view refresh, timed in parts:
     catalog listing (through this SparkSession) and the pure Python planning."""
     from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, P_VIEW_RECENT, ChainOptions
@@ -121,22 +149,32 @@ def pure_planner(spark) -> Dict[str, Any]:
     dp = [r[0] for r in spark.sql(f"SHOW PARTITIONS {delta}").collect()]
     t1 = time.perf_counter()
     opts = ChainOptions.from_properties(snap, props)
-    state = ChainState.build(opts, [parse_partition_path(p, opts.partition_by) for p in sp],
-                             [parse_partition_path(p, opts.partition_by) for p in dp], dict(cols))
+    state = ChainState.build(
+        opts,
+        [parse_partition_path(p, opts.partition_by) for p in sp],
+        [parse_partition_path(p, opts.partition_by) for p in dp],
+        dict(cols),
+    )
     recent = int(props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)  # as ViewWriter.refresh
     view_sql = Renderer(opts, [c for c, _ in cols], dict(cols), snap, delta).view(
-        state.view_layout(recent), (f"{SCHEMA}.hist__chain_map", "bench"))
+        state.view_layout(recent), (f"{SCHEMA}.hist__chain_map", "bench")
+    )
     t2 = time.perf_counter()
-    return {"catalog_s": t1 - t0, "planner_s": t2 - t1, "snapshot_partitions": len(sp),
-            "delta_partitions": len(dp), "view_branches": view_sql.count("UNION ALL\nSELECT") + 1,
-            "view_sql_chars": len(view_sql)}
+    return {
+        "catalog_s": t1 - t0,
+        "planner_s": t2 - t1,
+        "snapshot_partitions": len(sp),
+        "delta_partitions": len(dp),
+        "view_branches": view_sql.count("UNION ALL\nSELECT") + 1,
+        "view_sql_chars": len(view_sql),
+    }
 
 
-def measure_level(spark, dbt: Dbt, groups: int, level: int, seq: int) -> Dict[str, Any]:
+def measure_level(spark, dbt: Dbt, groups: int, level: int, seq: int) -> dict[str, Any]:
     run = dbt.invoke("run", "--select", "hist", vars={"dt": day(1), "seq": seq})
     by = run["statements"]["by_kind"]
     catalog = {k: v for k, v in by.items() if k in CATALOG_KINDS}
-    out: Dict[str, Any] = {
+    out: dict[str, Any] = {
         "days_per_group": level,
         "dbt_run_wall_s": run["wall_s"],
         "dbt_run_statements": run["statements"]["count"],
@@ -147,14 +185,18 @@ def measure_level(spark, dbt: Dbt, groups: int, level: int, seq: int) -> Dict[st
     }
     out.update({f"pure_{k}": v for k, v in pure_planner(spark).items()})
     mid = day(-(level // 2))
-    out["query_compacted"] = {"dt": mid, **plan_time(
-        spark, f"SELECT * FROM {SCHEMA}.hist WHERE region = 'r03' AND dt = '{mid}'")}
-    out["query_latest"] = {"dt": day(1), **plan_time(
-        spark, f"SELECT * FROM {SCHEMA}.hist WHERE region = 'r03' AND dt = '{day(1)}'")}
+    out["query_compacted"] = {
+        "dt": mid,
+        **plan_time(spark, f"SELECT * FROM {SCHEMA}.hist WHERE region = 'r03' AND dt = '{mid}'"),
+    }
+    out["query_latest"] = {
+        "dt": day(1),
+        **plan_time(spark, f"SELECT * FROM {SCHEMA}.hist WHERE region = 'r03' AND dt = '{day(1)}'"),
+    }
     return out
 
 
-def scenario(out: Path, name: str, groups: int, levels: List[int]) -> List[Dict[str, Any]]:
+def scenario(out: Path, name: str, groups: int, levels: list[int]) -> list[dict[str, Any]]:
     root = fresh_root(out, f"planning_{name}")
     spark = start_spark(root, "4g")
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {SCHEMA}")
@@ -169,28 +211,47 @@ def scenario(out: Path, name: str, groups: int, levels: List[int]) -> List[Dict[
         for off in range(-level + 1, -have + 1):  # days END-level+1 .. END-have
             for r in regions:
                 deltas.append((r, day(off)))
-                if name == "weekly" and off % 7 == 0 or name == "compacted" and off <= -6:
+                if (name == "weekly" and off % 7 == 0) or (name == "compacted" and off <= -6):
                     snaps.append((r, day(off)))
-        t_add = add_partitions(spark, "hist__snapshot", snaps) + add_partitions(spark, "hist__delta", deltas)
+        t_add = add_partitions(spark, "hist__snapshot", snaps) + add_partitions(
+            spark, "hist__delta", deltas
+        )
         have = level
-        print(f"[{name}] {level} days x {groups} groups: added {len(snaps)} snapshot + "
-              f"{len(deltas)} delta partitions in {t_add:.0f} s; measuring ...", flush=True)
+        print(
+            f"[{name}] {level} days x {groups} groups: added {len(snaps)} snapshot + "
+            f"{len(deltas)} delta partitions in {t_add:.0f} s; measuring ...",
+            flush=True,
+        )
         try:
             res = measure_level(spark, dbt, groups, level, seq=(i + 1) * 1000)
         except RuntimeError as e:  # e.g. the view's text is over the metastore's limit
-            why = next((ln.strip() for ln in str(e).splitlines()
-                        if "Exception" in ln or "Error" in ln and "Runtime" not in ln), str(e)[:300])
+            why = next(
+                (
+                    ln.strip()
+                    for ln in str(e).splitlines()
+                    if "Exception" in ln or ("Error" in ln and "Runtime" not in ln)
+                ),
+                str(e)[:300],
+            )
             print(f"[{name}]   FAILED at {level} days x {groups} groups: {why}", flush=True)
-            results.append({"days_per_group": level, "failed": why, **{
-                f"pure_{k}": v for k, v in pure_planner(spark).items()}})
+            results.append(
+                {
+                    "days_per_group": level,
+                    "failed": why,
+                    **{f"pure_{k}": v for k, v in pure_planner(spark).items()},
+                }
+            )
             break
         res["add_partitions_s"] = t_add
         res["partitions"] = res["pure_snapshot_partitions"] + res["pure_delta_partitions"]
         results.append(res)
-        print(f"[{name}]   run {res['dbt_run_wall_s']:.1f} s, catalog {res['run_catalog_s']:.2f} s, "
-              f"view {res['run_view_refresh_s']:.2f} s, planner {res['pure_planner_s']:.3f} s, "
-              f"query compacted {res['query_compacted']['optimized_s']:.3f} s, latest "
-              f"{res['query_latest']['optimized_s']:.3f} s", flush=True)
+        print(
+            f"[{name}]   run {res['dbt_run_wall_s']:.1f} s, catalog {res['run_catalog_s']:.2f} s, "
+            f"view {res['run_view_refresh_s']:.2f} s, planner {res['pure_planner_s']:.3f} s, "
+            f"query compacted {res['query_compacted']['optimized_s']:.3f} s, latest "
+            f"{res['query_latest']['optimized_s']:.3f} s",
+            flush=True,
+        )
     spark.stop()
     return results
 
@@ -210,12 +271,14 @@ FIGURES = [
 ]
 
 
-def print_table(name: str, results: List[Dict[str, Any]]) -> Dict[str, Any]:
+def print_table(name: str, results: list[dict[str, Any]]) -> dict[str, Any]:
     for r in results:
         if "failed" in r:
-            print(f"\n{name}: the daily run FAILED at {r['days_per_group']} days per group "
-                  f"({r['pure_view_branches']} view branches, {r['pure_view_sql_chars']} characters "
-                  f"of view SQL): {r['failed']}")
+            print(
+                f"\n{name}: the daily run FAILED at {r['days_per_group']} days per group "
+                f"({r['pure_view_branches']} view branches, {r['pure_view_sql_chars']} characters "
+                f"of view SQL): {r['failed']}"
+            )
     results = [r for r in results if "failed" not in r]
     if not results:
         return {"sizes": [], "growth": {}}
@@ -229,21 +292,32 @@ def print_table(name: str, results: List[Dict[str, Any]]) -> Dict[str, Any]:
         growth[label.strip()] = g
         print(f"{label:40s}" + "".join(f"{v:10.3f}" for v in vals) + f"{g:8.1f}x")
     print(f"{'view branches':40s}" + "".join(f"{r['pure_view_branches']:10d}" for r in results))
-    print(f"{'view SQL (characters)':40s}" + "".join(f"{r['pure_view_sql_chars']:10d}" for r in results))
+    print(
+        f"{'view SQL (characters)':40s}"
+        + "".join(f"{r['pure_view_sql_chars']:10d}" for r in results)
+    )
     return {"sizes": sizes, "growth": growth}
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--groups", type=int, default=10)
     ap.add_argument("--levels", default="10,100,1000", help="days of history per group")
-    ap.add_argument("--weekly-levels", default="4,20,100",
-                    help="chain partitions per group of the weekly-compacted history")
+    ap.add_argument(
+        "--weekly-levels",
+        default="4,20,100",
+        help="chain partitions per group of the weekly-compacted history",
+    )
     ap.add_argument("--scenarios", default="compacted,weekly")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
     ap.add_argument("--json-out", help=argparse.SUPPRESS)  # one scenario, run as a subprocess
-    ap.add_argument("--chart-only", metavar="JSON",
-                    help="draw the chart of an earlier run's bench_planning.json and exit")
+    ap.add_argument(
+        "--chart-only",
+        metavar="JSON",
+        help="draw the chart of an earlier run's bench_planning.json and exit",
+    )
     args = ap.parse_args()
     if args.chart_only:
         src = Path(args.chart_only)
@@ -256,12 +330,14 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     levels = [int(x) for x in args.levels.split(",")]
     t0 = time.perf_counter()
-    report: Dict[str, Any] = {"params": vars(args), "scenarios": {}}
+    report: dict[str, Any] = {"params": vars(args), "scenarios": {}}
     names = args.scenarios.split(",")
     if args.json_out:  # child: one scenario in this process
         name = names[0]
         lv = levels if name == "compacted" else [int(x) for x in args.weekly_levels.split(",")]
-        Path(args.json_out).write_text(json.dumps(scenario(out, name, args.groups, lv), default=str))
+        Path(args.json_out).write_text(
+            json.dumps(scenario(out, name, args.groups, lv), default=str)
+        )
         return 0
     for name in names:  # each scenario in its own process: its own JVM and Derby metastore
         part = out / f"bench_planning_{name}.part.json"
@@ -290,19 +366,21 @@ CHARTED = [  # (label, figure, style): the figures the issue names, per scenario
 ]
 
 
-def chart(report: Dict[str, Any], path: Path) -> None:
+def chart(report: dict[str, Any], path: Path) -> None:
     """One panel per scenario: seconds against partitions (log-log): a flat line is no growth."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    measured = {n: [r for r in sc["levels"] if "failed" not in r]
-                for n, sc in report["scenarios"].items()}
+    measured = {
+        n: [r for r in sc["levels"] if "failed" not in r] for n, sc in report["scenarios"].items()
+    }
     measured = {n: rows for n, rows in measured.items() if rows}
     if not measured:
         return
     fig, axes = plt.subplots(1, len(measured), figsize=(6.5 * len(measured), 4.8), squeeze=False)
-    for ax, (name, rows) in zip(axes[0], measured.items()):
+    for ax, (name, rows) in zip(axes[0], measured.items(), strict=False):
         xs = [r["partitions"] for r in rows]
         for label, f, style in CHARTED:
             ax.plot(xs, [f(r) for r in rows], style, label=label)

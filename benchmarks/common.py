@@ -4,6 +4,7 @@ dbt runs through dbtRunner with `method: session`, so dbt-spark's getOrCreate re
 SparkSession started here: the dbt runs and the timed reads share one JVM and one catalog
 (Derby metastore + warehouse at absolute paths under the out dir).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,19 +14,19 @@ import re
 import shutil
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 
 
-def session_params(root: Path, driver_memory: str = "6g") -> Dict[str, str]:
+def session_params(root: Path, driver_memory: str = "6g") -> dict[str, str]:
     """Same settings as tests/functional/conftest.py, at absolute paths below `root`."""
     return {
         "spark.sql.warehouse.dir": str(root / "warehouse"),
-        "spark.hadoop.javax.jdo.option.ConnectionURL":
-            f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
@@ -55,7 +56,7 @@ def start_spark(root: Path, driver_memory: str = "6g"):
 
 
 class Statement:
-    __slots__ = ("sql", "start", "end", "elapsed")
+    __slots__ = ("elapsed", "end", "sql", "start")
 
     def __init__(self, sql: str, start: float):
         self.sql, self.start, self.end, self.elapsed = sql, start, start, 0.0
@@ -66,28 +67,49 @@ class Statement:
         text = re.sub(r"^\s*/\*.*?\*/", "", self.sql, flags=re.S)  # dbt's query comment
         words = text.replace("\n", " ").replace("(", " ").split()
         head = " ".join(words[:4]).upper()
-        for k in ("CREATE OR REPLACE VIEW", "CREATE TEMPORARY VIEW", "CREATE OR REPLACE TEMPORARY VIEW",
-                  "INSERT OVERWRITE", "SHOW PARTITIONS", "SHOW TBLPROPERTIES", "SHOW TABLES",
-                  "SHOW TABLE EXTENDED", "DESCRIBE FORMATTED", "DESCRIBE QUERY", "DESCRIBE TABLE",
-                  "DESCRIBE EXTENDED", "ALTER TABLE", "DROP TABLE", "DROP VIEW", "CREATE TABLE",
-                  "CREATE VIEW", "SELECT", "WITH", "SET", "USE"):
+        for k in (
+            "CREATE OR REPLACE VIEW",
+            "CREATE TEMPORARY VIEW",
+            "CREATE OR REPLACE TEMPORARY VIEW",
+            "INSERT OVERWRITE",
+            "SHOW PARTITIONS",
+            "SHOW TBLPROPERTIES",
+            "SHOW TABLES",
+            "SHOW TABLE EXTENDED",
+            "DESCRIBE FORMATTED",
+            "DESCRIBE QUERY",
+            "DESCRIBE TABLE",
+            "DESCRIBE EXTENDED",
+            "ALTER TABLE",
+            "DROP TABLE",
+            "DROP VIEW",
+            "CREATE TABLE",
+            "CREATE VIEW",
+            "SELECT",
+            "WITH",
+            "SET",
+            "USE",
+        ):
             if head.startswith(k):
                 return k
         return " ".join(words[:2]).upper()
 
 
-def jvm_counters(spark) -> Dict[str, float]:
+def jvm_counters(spark) -> dict[str, float]:
     """Seconds the driver JVM has spent so far compiling Spark's generated code (Janino), in
     its JIT compiler threads and in garbage collection. The first run of a query shape in a JVM
     pays the first two (the benchmark's baseline pays them on day 2, its first merge)."""
     jvm = spark.sparkContext._jvm
     mf = jvm.java.lang.management.ManagementFactory
     gc = sum(max(0, b.getCollectionTime()) for b in mf.getGarbageCollectorMXBeans())
-    codegen = getattr(getattr(jvm.org.apache.spark.sql.catalyst.expressions.codegen, "CodeGenerator$"),
-                      "MODULE$")
-    return {"codegen_s": codegen.compileTime() / 1e9,
-            "jit_s": mf.getCompilationMXBean().getTotalCompilationTime() / 1e3,
-            "gc_s": gc / 1e3}
+    codegen = getattr(
+        getattr(jvm.org.apache.spark.sql.catalyst.expressions.codegen, "CodeGenerator$"), "MODULE$"
+    )
+    return {
+        "codegen_s": codegen.compileTime() / 1e9,
+        "jit_s": mf.getCompilationMXBean().getTotalCompilationTime() / 1e3,
+        "gc_s": gc / 1e3,
+    }
 
 
 class Dbt:
@@ -97,8 +119,8 @@ class Dbt:
     def __init__(self, project_dir: Path, spark=None):
         self.project_dir = project_dir
         self.spark = spark
-        self.statements: List[Statement] = []
-        self.messages: List[str] = []
+        self.statements: list[Statement] = []
+        self.messages: list[str] = []
 
     def _callback(self, event) -> None:
         now = time.perf_counter()
@@ -113,28 +135,33 @@ class Dbt:
             if msg and event.info.level in ("info", "warn", "error"):
                 self.messages.append(str(msg))
 
-    def _runner(self, *args: str, vars: Optional[Dict[str, Any]] = None):
+    def _runner(self, *args: str, vars: dict[str, Any] | None = None):
         """Run dbt in this process with the project's dirs; (result, wall seconds, start)."""
         from dbt.cli.main import dbtRunner
 
         self.statements, self.messages = [], []
-        argv = list(args) + ["--project-dir", str(self.project_dir),
-                             "--profiles-dir", str(self.project_dir)]
+        argv = list(args) + [
+            "--project-dir",
+            str(self.project_dir),
+            "--profiles-dir",
+            str(self.project_dir),
+        ]
         if vars is not None:
             argv += ["--vars", json.dumps(vars)]
         t0 = time.perf_counter()
         res = dbtRunner(callbacks=[self._callback]).invoke(argv)
         wall = time.perf_counter() - t0
         if not res.success:
-            raise RuntimeError(f"dbt {' '.join(args)} failed: {res.exception}\n"
-                               + "\n".join(self.messages[-40:]))
+            raise RuntimeError(
+                f"dbt {' '.join(args)} failed: {res.exception}\n" + "\n".join(self.messages[-40:])
+            )
         return res, wall, t0
 
-    def invoke(self, *args: str, vars: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    def invoke(self, *args: str, vars: dict[str, Any] | None = None) -> dict[str, Any]:
         """A timed invocation: its wall time and the SQL statements it ran."""
         before = jvm_counters(self.spark) if self.spark is not None else None
         _, wall, t0 = self._runner(*args, vars=vars)
-        out: Dict[str, Any] = {"wall_s": wall, "statements": self.profile(t0 + wall)}
+        out: dict[str, Any] = {"wall_s": wall, "statements": self.profile(t0 + wall)}
         if before is not None:
             after = jvm_counters(self.spark)
             out["jvm"] = {k: after[k] - before[k] for k in before}
@@ -145,10 +172,10 @@ class Dbt:
         res, _, _ = self._runner("compile", "--inline", sql, "--log-level", "none")
         return res.result.results[0].node.compiled_code
 
-    def profile(self, end: float) -> Dict[str, Any]:
+    def profile(self, end: float) -> dict[str, Any]:
         """Per statement kind: count and time until the next statement started (includes the
         fetch of a SELECT's rows, which dbt-spark's session cursor runs after the status event)."""
-        out: Dict[str, Dict[str, float]] = {}
+        out: dict[str, dict[str, float]] = {}
         stmts = self.statements
         spans = []
         for i, s in enumerate(stmts):
@@ -158,13 +185,16 @@ class Dbt:
             d["count"] += 1
             d["span_s"] += span
         first = stmts[0].start if stmts else end
-        return {"count": len(stmts), "sql_span_s": end - first,
-                "by_kind": dict(sorted(out.items(), key=lambda kv: -kv[1]["span_s"])),
-                "in_order": spans}
+        return {
+            "count": len(stmts),
+            "sql_span_s": end - first,
+            "by_kind": dict(sorted(out.items(), key=lambda kv: -kv[1]["span_s"])),
+            "in_order": spans,
+        }
 
 
 def dir_bytes(path: str) -> int:
-    p = path[len("file:"):] if path.startswith("file:") else path
+    p = path[len("file:") :] if path.startswith("file:") else path
     total = 0
     for dirpath, _, files in os.walk(p):
         for f in files:
@@ -179,11 +209,11 @@ def table_location(spark, table: str) -> str:
     raise RuntimeError(f"no location for {table}")
 
 
-def table_properties(spark, table: str) -> Dict[str, str]:
+def table_properties(spark, table: str) -> dict[str, str]:
     return {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
 
 
-def table_columns(spark, table: str) -> List[Any]:
+def table_columns(spark, table: str) -> list[Any]:
     """(name, type) of `table`'s columns, as the adapter's _describe reads them."""
     cols = []
     for r in spark.sql(f"DESCRIBE TABLE {table}").collect():
@@ -196,10 +226,13 @@ def table_columns(spark, table: str) -> List[Any]:
 def require_matplotlib(ap: argparse.ArgumentParser) -> None:
     """The chart comes last: say at start-up, not after minutes of measuring, that it cannot."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  # imported to learn whether it can be
     except ImportError:
-        ap.exit(2, f"{ap.prog}: the chart needs matplotlib: .venv/bin/pip install matplotlib "
-                   "(the `bench` extra of pyproject.toml)\n")
+        ap.exit(
+            2,
+            f"{ap.prog}: the chart needs matplotlib: .venv/bin/pip install matplotlib "
+            "(the `bench` extra of pyproject.toml)\n",
+        )
 
 
 def median(xs: Sequence[float]) -> float:

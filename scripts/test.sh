@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Sets up .venv and runs the whole test suite: unit tests (planner, no Spark), then functional
+# Sets up .venv, runs the linters (scripts/lint.sh) and the whole test suite: unit tests (planner, no Spark), then functional
 # tests (real dbt against real Spark: session mode, a Thrift Server and a standalone cluster
 # started on 127.0.0.1 by the fixtures). Extra arguments go to pytest.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 bash scripts/setup.sh
+bash scripts/lint.sh
+echo "lint: ruff and mypy passed"
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$repo/.venv/bin/python"
 set +e
 .venv/bin/python -m pytest -ra "${@:-tests}"

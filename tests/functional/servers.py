@@ -12,6 +12,7 @@ Each JVM is started by `$SPARK_HOME/bin/spark-submit` / `spark-class` (which exe
 Popen PID is the JVM's) in its own process group; logs, warehouse and the Derby metastore stay in
 `state_dir`. `scripts/spark-local.sh` starts the same servers by hand.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -20,9 +21,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
 
 HOST = "127.0.0.1"
 THRIFT_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
@@ -55,14 +56,14 @@ class Server:
     name: str
     url: str
     port: int
-    procs: List[subprocess.Popen] = field(default_factory=list)
-    logs: List[Path] = field(default_factory=list)
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
     started_at: float = 0.0  # time.monotonic() at launch
     startup_seconds: float = 0.0  # launch -> listening (and, for a cluster, worker registered)
     stopped: bool = False
 
     @property
-    def pids(self) -> List[int]:
+    def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
 
     @property
@@ -75,7 +76,9 @@ class Server:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(
             f"--- {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-            for log in self.logs if log.exists())
+            for log in self.logs
+            if log.exists()
+        )
 
     def stop(self, grace: float = 20.0) -> None:
         """SIGTERM each process group (last started first), SIGKILL after `grace` seconds."""
@@ -97,7 +100,7 @@ class Server:
                 time.sleep(0.1)
         self.stopped = True
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -112,16 +115,28 @@ def _signal_group(pgid: int, sig: int) -> bool:
         return False
 
 
-def _launch(server: Server, state_dir: Path, log_name: str, argv: List[str],
-            **env_extra: str) -> subprocess.Popen:
+def _launch(
+    server: Server, state_dir: Path, log_name: str, argv: list[str], **env_extra: str
+) -> subprocess.Popen:
     # a test may have set SPARK_REMOTE for dbt: spark-submit must not see it
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
+    }
     env.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=HOST, **env_extra)
     log = state_dir / "logs" / log_name
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, cwd=state_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=state_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server.procs.append(proc)
     server.logs.append(log)
     return proc
@@ -138,32 +153,49 @@ def _wait(server: Server, ready, what: str, timeout: float = START_TIMEOUT) -> N
     server.startup_seconds = time.monotonic() - server.started_at
 
 
-def _sql_confs(state_dir: Path) -> List[str]:
+def _sql_confs(state_dir: Path) -> list[str]:
     confs = {
         "spark.sql.warehouse.dir": str(state_dir / "warehouse"),
-        "spark.hadoop.javax.jdo.option.ConnectionURL":
-            f"jdbc:derby:;databaseName={state_dir / 'metastore_db'};create=true",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={state_dir / 'metastore_db'};create=true",
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",
     }
     # the JVM's temp dir too: Hive's <uuid>_resources and scratch dirs would land in /tmp
     (state_dir / "tmp").mkdir(exist_ok=True)
-    args = ["--driver-java-options", f"-Dderby.system.home={state_dir} -Djava.io.tmpdir={state_dir / 'tmp'}"]
+    args = [
+        "--driver-java-options",
+        f"-Dderby.system.home={state_dir} -Djava.io.tmpdir={state_dir / 'tmp'}",
+    ]
     for k, v in confs.items():
         args += ["--conf", f"{k}={v}"]
     return args
 
 
-def _start_sql_server(name: str, cls: str, scheme: str, state_dir: Path, port: Optional[int],
-                      master: str, conf: Dict[str, str],
-                      extra: Callable[[int], List[str]]) -> Server:
+def _start_sql_server(
+    name: str,
+    cls: str,
+    scheme: str,
+    state_dir: Path,
+    port: int | None,
+    master: str,
+    conf: dict[str, str],
+    extra: Callable[[int], list[str]],
+) -> Server:
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     if port_open(port):
         raise RuntimeError(f"{name}: {HOST}:{port} is already in use")
-    argv = [str(spark_home() / "bin" / "spark-submit"), "--class", cls, "--name", f"chaintable-{name}",
-            "--master", master, *_sql_confs(state_dir)]
+    argv = [
+        str(spark_home() / "bin" / "spark-submit"),
+        "--class",
+        cls,
+        "--name",
+        f"chaintable-{name}",
+        "--master",
+        master,
+        *_sql_confs(state_dir),
+    ]
     for k, v in conf.items():
         argv += ["--conf", f"{k}={v}"]
     server = Server(name, f"{scheme}{HOST}:{port}", port, started_at=time.monotonic())
@@ -173,8 +205,13 @@ def _start_sql_server(name: str, cls: str, scheme: str, state_dir: Path, port: O
     return server
 
 
-def start_thrift(state_dir: Path, port: Optional[int] = None, ansi: bool = True,
-                 master: str = "local[*]", conf: Optional[Dict[str, str]] = None) -> Server:
+def start_thrift(
+    state_dir: Path,
+    port: int | None = None,
+    ansi: bool = True,
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+) -> Server:
     """Spark Thrift Server (HiveServer2 protocol, PyHive / dbt-spark `method: thrift`).
 
     ANSI stays at Spark's default (on) unless ansi=False; `url` is host:port."""
@@ -182,23 +219,51 @@ def start_thrift(state_dir: Path, port: Optional[int] = None, ansi: bool = True,
     if not ansi:
         conf["spark.sql.ansi.enabled"] = "false"
     return _start_sql_server(
-        "thrift", THRIFT_CLASS, "", state_dir, port, master, conf,
-        lambda p: ["--hiveconf", f"hive.server2.thrift.bind.host={HOST}",
-                   "--hiveconf", f"hive.server2.thrift.port={p}", "spark-internal"])
+        "thrift",
+        THRIFT_CLASS,
+        "",
+        state_dir,
+        port,
+        master,
+        conf,
+        lambda p: [
+            "--hiveconf",
+            f"hive.server2.thrift.bind.host={HOST}",
+            "--hiveconf",
+            f"hive.server2.thrift.port={p}",
+            "spark-internal",
+        ],
+    )
 
 
-def start_connect(state_dir: Path, port: Optional[int] = None, master: str = "local[*]",
-                  conf: Optional[Dict[str, str]] = None) -> Server:
+def start_connect(
+    state_dir: Path,
+    port: int | None = None,
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+) -> Server:
     """Spark Connect server with a Hive catalog; `url` is sc://host:port (for SPARK_REMOTE)."""
     conf = {"spark.sql.catalogImplementation": "hive", **(conf or {})}
     return _start_sql_server(
-        "connect", CONNECT_CLASS, "sc://", state_dir, port, master, conf,
-        lambda p: ["--conf", f"spark.connect.grpc.binding.address={HOST}",
-                   "--conf", f"spark.connect.grpc.binding.port={p}"])
+        "connect",
+        CONNECT_CLASS,
+        "sc://",
+        state_dir,
+        port,
+        master,
+        conf,
+        lambda p: [
+            "--conf",
+            f"spark.connect.grpc.binding.address={HOST}",
+            "--conf",
+            f"spark.connect.grpc.binding.port={p}",
+        ],
+    )
 
 
-def start_standalone(state_dir: Path, port: Optional[int] = None, cores: int = 1,
-                     memory: str = "2g") -> Server:
+def start_standalone(
+    state_dir: Path, port: int | None = None, cores: int = 1, memory: str = "2g"
+) -> Server:
     """Standalone Master + one Worker; `url` is spark://host:port, `pids` are [master, worker]."""
     state_dir = Path(state_dir).resolve()
     (state_dir / "work").mkdir(parents=True, exist_ok=True)
@@ -213,11 +278,28 @@ def start_standalone(state_dir: Path, port: Optional[int] = None, cores: int = 1
     master = [spark_class, MASTER_CLASS, "--host", HOST, "--port", str(port), "--webui-port", "0"]
     _launch(server, state_dir, "master.log", master, SPARK_MASTER_OPTS=opts)
     _wait(server, lambda: port_open(port), f"master port {port}")
-    worker = [spark_class, WORKER_CLASS, "--host", HOST, "--port", "0", "--webui-port", "0",
-              "--cores", str(cores), "--memory", memory, "--work-dir", str(state_dir / "work"),
-              server.url]
+    worker = [
+        spark_class,
+        WORKER_CLASS,
+        "--host",
+        HOST,
+        "--port",
+        "0",
+        "--webui-port",
+        "0",
+        "--cores",
+        str(cores),
+        "--memory",
+        memory,
+        "--work-dir",
+        str(state_dir / "work"),
+        server.url,
+    ]
     _launch(server, state_dir, "worker.log", worker)
     master_log = server.logs[0]
-    _wait(server, lambda: "Registering worker" in master_log.read_text(errors="replace"),
-          "worker registration")
+    _wait(
+        server,
+        lambda: "Registering worker" in master_log.read_text(errors="replace"),
+        "worker registration",
+    )
     return server

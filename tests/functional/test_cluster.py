@@ -1,4 +1,4 @@
-"""Beyond one machine (issue 5): the same project on a Spark Thrift Server, a standalone cluster
+"""Beyond one machine: the same project on a Spark Thrift Server, a standalone cluster
 and a Spark Connect server, started from the pyspark wheel on 127.0.0.1 by servers.py and
 stopped by PID.
 
@@ -6,18 +6,17 @@ The Thrift Server runs with ANSI mode on (Spark's default there); the in-process
 runs with ANSI off (dbt-spark forces it). The same chain history is built on both and every
 partition must read the same rows, so both ANSI settings are covered by one comparison.
 """
+
 import json
 import os
 import subprocess
 import sys
 import textwrap
 import uuid
-from pathlib import Path
 
 import pytest
-
-from conftest import Project
 import servers
+from conftest import Project
 
 MODEL = """
 {{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
@@ -62,18 +61,31 @@ SELECT * FROM VALUES
 AS v(id, amount, note, op, seq, region, dt)
 """
 EXPECTED_0803 = [  # key 1's late row (seq 4) loses to day 2's seq 5; key 2 deleted
-    ("CN", 1, "11.00", "a2"), ("EU", 5, "2.50", "e"), ("US", 3, "6.00", "c3"), ("US", 4, "1.00", "new")]
+    ("CN", 1, "11.00", "a2"),
+    ("EU", 5, "2.50", "e"),
+    ("US", 3, "6.00", "c3"),
+    ("US", 4, "1.00", "new"),
+]
 
 
 class ThriftProject(Project):
     """A project on the Thrift Server; reads go through the server too (PyHive)."""
 
     def __init__(self, root, server, schema):
-        output = {"type": "chaintable", "method": "thrift", "host": servers.HOST,
-                  "port": server.port, "user": "dbt", "schema": schema, "poll_interval": 0.05,
-                  "connect_retries": 3, "connect_timeout": 10}
+        output = {
+            "type": "chaintable",
+            "method": "thrift",
+            "host": servers.HOST,
+            "port": server.port,
+            "user": "dbt",
+            "schema": schema,
+            "poll_interval": 0.05,
+            "connect_retries": 3,
+            "connect_timeout": 10,
+        }
         super().__init__(root, None, output, schema)
         from pyhive import hive
+
         self.conn = hive.connect(host=servers.HOST, port=server.port, username="dbt")
 
     def sql(self, sql):
@@ -131,25 +143,34 @@ def test_thrift_gives_the_same_rows_as_session(project, thrift_server, tmp_path)
     remote = ThriftProject(tmp_path / "thrift_proj", thrift_server, "r_" + uuid.uuid4().hex[:8])
     remote.sql(f"CREATE DATABASE {remote.schema}")
     try:
-        status_l, dry_l = build_history(local, lambda sql: local.spark.sql(sql))
+        _status_l, dry_l = build_history(local, lambda sql: local.spark.sql(sql))
         status_r, dry_r = build_history(remote, remote.sql)
         full_l, full_r = state_of(local), state_of(remote)
         assert full_l == full_r
         assert full_r["region=CN/dt=20250803"] and sorted(
-            full_r["region=CN/dt=20250803"] + full_r["region=US/dt=20250803"]
-            + full_r["region=EU/dt=20250803"]) == sorted(
-            (r, str(i), a, n) for r, i, a, n in EXPECTED_0803)
+            full_r["region=CN/dt=20250803"]
+            + full_r["region=US/dt=20250803"]
+            + full_r["region=EU/dt=20250803"]
+        ) == sorted((r, str(i), a, n) for r, i, a, n in EXPECTED_0803)
         assert full_r["region=US/dt=20250804"] == [("US", "3", "6.00", "c3")]
-        assert normalized(remote.rows("select * from {s}.by_region")) == normalized(
-            local.rows("select * from {s}.by_region")) == [("CN", "1", "11.00"), ("EU", "1", "2.50"),
-                                                             ("US", "2", "7.00")]
+        assert (
+            normalized(remote.rows("select * from {s}.by_region"))
+            == normalized(local.rows("select * from {s}.by_region"))
+            == [("CN", "1", "11.00"), ("EU", "1", "2.50"), ("US", "2", "7.00")]
+        )
         assert remote.partitions("t__snapshot") == local.partitions("t__snapshot")
         assert "region=CN  2" in status_r and "dt=20250802" in status_r
-        assert "drop snapshot region=CN/dt=20250801" in dry_r and "drop snapshot region=CN/dt=20250801" in dry_l
+        assert (
+            "drop snapshot region=CN/dt=20250801" in dry_r
+            and "drop snapshot region=CN/dt=20250801" in dry_l
+        )
         # expiration for real, the drop guard, and reads unchanged on both engines
         for p in (local, remote):
-            p.run_op("drop_chain_partition", {"model": "t", "partition": "region=US,dt=20250801"},
-                     expect_ok=False)
+            p.run_op(
+                "drop_chain_partition",
+                {"model": "t", "partition": "region=US,dt=20250801"},
+                expect_ok=False,
+            )
             assert "refusing to drop snapshot" in p.log_text()
             p.run_op("expire_chain", {"model": "t", "now": "2035-08-20 00:00:00"})
         after_l, after_r = state_of(local), state_of(remote)
@@ -175,8 +196,10 @@ def test_thrift_refuses_bad_rows_and_keeps_the_chain(thrift_server, tmp_path):
         p.sql(f"CREATE TABLE {p.schema}.changes USING parquet AS {CHANGES}")
         p.model("t", MODEL)
         p.dbt("run", vars={"dt": "20250801"})
-        p.sql(f"INSERT INTO {p.schema}.changes VALUES "
-              "(9, 1.00, 'x', '+I', 1, 'CN', '20250802'), (9, 2.00, 'y', '+I', 1, 'CN', '20250802')")
+        p.sql(
+            f"INSERT INTO {p.schema}.changes VALUES "
+            "(9, 1.00, 'x', '+I', 1, 'CN', '20250802'), (9, 2.00, 'y', '+I', 1, 'CN', '20250802')"
+        )
         p.dbt("run", vars={"dt": "20250802"}, expect_ok=False)
         assert "2 rows for key (id=9, region='CN', dt='20250802', seq=1)" in p.log_text()
         assert p.partitions("t__delta") == []
@@ -203,7 +226,10 @@ def test_thrift_refuses_bad_rows_and_keeps_the_chain(thrift_server, tmp_path):
         p.file("models/schema.yml", contract.format(amount="decimal(10,2)"))
         p.dbt("run", vars={"dt": "20250803"})
         assert p.partitions("t__delta") == [
-            "region=CN/dt=20250803", "region=EU/dt=20250803", "region=US/dt=20250803"]
+            "region=CN/dt=20250803",
+            "region=EU/dt=20250803",
+            "region=US/dt=20250803",
+        ]
     finally:
         p.sql(f"DROP DATABASE IF EXISTS {p.schema} CASCADE")
         p.conn.close()
@@ -235,33 +261,64 @@ def run_project_in_subprocess(root, params, **env_extra):
     (proj / "macros").mkdir()
     (proj / "dbt_project.yml").write_text(
         "name: s\nversion: '1.0'\nconfig-version: 2\nprofile: s\nmodel-paths: [models]\n"
-        "macro-paths: [macros]\n")
-    (proj / "profiles.yml").write_text(json.dumps({"s": {"target": "t", "outputs": {"t": {
-        "type": "chaintable", "method": "session", "host": "localhost", "schema": "s",
-        "server_side_parameters": params}}}}))
-    (proj / "models" / "t.sql").write_text(MODEL.replace(
-        "from {{ target.schema }}.changes", f"from ({CHANGES}) src"))
-    (proj / "macros" / "dump.sql").write_text(textwrap.dedent("""
+        "macro-paths: [macros]\n"
+    )
+    (proj / "profiles.yml").write_text(
+        json.dumps(
+            {
+                "s": {
+                    "target": "t",
+                    "outputs": {
+                        "t": {
+                            "type": "chaintable",
+                            "method": "session",
+                            "host": "localhost",
+                            "schema": "s",
+                            "server_side_parameters": params,
+                        }
+                    },
+                }
+            }
+        )
+    )
+    (proj / "models" / "t.sql").write_text(
+        MODEL.replace("from {{ target.schema }}.changes", f"from ({CHANGES}) src")
+    )
+    (proj / "macros" / "dump.sql").write_text(
+        textwrap.dedent("""
         {% macro dump() %}
           {% set rows = run_query("select concat_ws('|', region, dt, cast(id as string), "
              ~ "cast(amount as string), coalesce(note, 'NULL')) from " ~ target.schema
              ~ ".t where dt in ('20250803', '20250804') order by 1") %}
           {% for r in rows.rows %}{{ log("ROW " ~ r[0], info=True) }}{% endfor %}
         {% endmacro %}
-        """))
+        """)
+    )
     script = root / "s.py"
     script.write_text(STANDALONE_SCRIPT)
-    env = {**os.environ, "DERBY_SYSTEM_HOME": str(root), "SPARK_LOCAL_IP": servers.HOST,
-           "PYSPARK_PYTHON": sys.executable, **env_extra}
-    out = subprocess.run([sys.executable, str(script), str(proj)], env=env, cwd=root,
-                         capture_output=True, text=True, timeout=900)
+    env = {
+        **os.environ,
+        "DERBY_SYSTEM_HOME": str(root),
+        "SPARK_LOCAL_IP": servers.HOST,
+        "PYSPARK_PYTHON": sys.executable,
+        **env_extra,
+    }
+    out = subprocess.run(
+        [sys.executable, str(script), str(proj)],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     return out, [line.split("ROW ", 1)[1] for line in out.stdout.splitlines() if " ROW " in line]
 
 
 EXPECTED_ROWS = sorted(
     [f"{r}|20250803|{i}|{a}|{n}" for r, i, a, n in EXPECTED_0803]
-    + ["CN|20250804|1|11.00|a2", "EU|20250804|5|2.50|e", "US|20250804|3|6.00|c3"])
+    + ["CN|20250804|1|11.00|a2", "EU|20250804|5|2.50|e", "US|20250804|3|6.00|c3"]
+)
 
 
 def test_standalone_cluster_session_mode(tmp_path_factory):
@@ -272,10 +329,12 @@ def test_standalone_cluster_session_mode(tmp_path_factory):
         params = {
             "spark.master": cluster.url,
             "spark.sql.warehouse.dir": str(root / "wh"),
-            "spark.hadoop.javax.jdo.option.ConnectionURL":
-                f"jdbc:derby:;databaseName={root / 'ms'};create=true",
-            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-            "spark.executor.memory": "1g", "spark.driver.host": servers.HOST}
+            "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'ms'};create=true",
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.executor.memory": "1g",
+            "spark.driver.host": servers.HOST,
+        }
         _, rows = run_project_in_subprocess(root, params)
         assert rows == EXPECTED_ROWS
         # the work ran on the cluster's executor, not in a local master
@@ -293,8 +352,9 @@ def test_spark_connect_session_mode(tmp_path_factory):
     root = tmp_path_factory.mktemp("connect")
     server = servers.start_connect(root / "server")
     try:
-        out, rows = run_project_in_subprocess(root, {"spark.sql.shuffle.partitions": "2"},
-                                              SPARK_REMOTE=server.url)
+        out, rows = run_project_in_subprocess(
+            root, {"spark.sql.shuffle.partitions": "2"}, SPARK_REMOTE=server.url
+        )
         assert rows == EXPECTED_ROWS
         # the chain tables live in the server's warehouse, not in a local one of the dbt process
         assert (root / "server" / "warehouse" / "s.db" / "t__snapshot").is_dir()

@@ -1,4 +1,5 @@
-"""Chain-safe partition expiration (issue 3, SPEC §4), real dbt against Spark, exact partitions."""
+"""Chain-safe partition expiration (docs/design.md#expiration), real dbt against Spark, exact partitions."""
+
 import pytest
 
 EXPIRING = """
@@ -11,13 +12,16 @@ select id, v, region, dt from {{{{ target.schema }}}}.changes
 where dt = '{{{{ var("dt") }}}}' and region in ({{{{ var("regions", "'CN', 'US', 'EU'") }}}})
 """
 
-# SPEC §4's example for CN; US has one snapshot before the cutoff; EU is delta-only.
+# docs/design.md#expiration's example for CN; US has one snapshot before the cutoff; EU is delta-only.
 ROWS = [
-    (1, "a", "CN", "20250101"), (2, "b", "CN", "20250101"),
+    (1, "a", "CN", "20250101"),
+    (2, "b", "CN", "20250101"),
     (1, "a2", "CN", "20250110"),
-    (1, "a3", "CN", "20250201"), (2, "b", "CN", "20250201"),
+    (1, "a3", "CN", "20250201"),
+    (2, "b", "CN", "20250201"),
     (2, "b4", "CN", "20250210"),
-    (1, "a3", "CN", "20250301"), (2, "b4", "CN", "20250301"),
+    (1, "a3", "CN", "20250301"),
+    (2, "b4", "CN", "20250301"),
     (3, "c", "CN", "20250315"),
     (7, "u", "US", "20250301"),
     (7, "u2", "US", "20250315"),
@@ -77,12 +81,19 @@ def test_dry_run_then_expire_per_group_reads_unchanged(project):
     assert "dropping 1 snapshot and 1 delta partition(s)" in p.log_text()
     p.run_op("expire_chain", {"model": "t", "now": "2025-03-31 00:00:00"})
     assert "nothing to expire" in p.log_text()  # idempotent
-    # SPEC's example: 30 d on 2025-03-31 -> cutoff 2025-03-01, drop S 0101 and D 0110
+    # the example of docs/design.md#expiration: 30 d on 2025-03-31 -> cutoff 2025-03-01, drop S 0101 and D 0110
     assert p.partitions("t__snapshot") == [
-        "region=CN/dt=20250201", "region=CN/dt=20250301", "region=US/dt=20250301"]
+        "region=CN/dt=20250201",
+        "region=CN/dt=20250301",
+        "region=US/dt=20250301",
+    ]
     assert p.partitions("t__delta") == [
-        "region=CN/dt=20250210", "region=CN/dt=20250315", "region=EU/dt=20250110",
-        "region=EU/dt=20250315", "region=US/dt=20250315"]
+        "region=CN/dt=20250210",
+        "region=CN/dt=20250315",
+        "region=EU/dt=20250110",
+        "region=EU/dt=20250315",
+        "region=US/dt=20250315",
+    ]
     after = every_partition(p)
     assert after == {k: v for k, v in before.items() if k in after}
     assert set(before) - set(after) == {"region=CN/dt=20250101", "region=CN/dt=20250110"}
@@ -99,7 +110,10 @@ def test_max_num_limits_segments_per_run(project):
     build(p, extra="partition_expiration_check_interval='1000 d', partition_expiration_max_num=1")
     p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
     assert p.partitions("t__snapshot") == [
-        "region=CN/dt=20250201", "region=CN/dt=20250301", "region=US/dt=20250301"]
+        "region=CN/dt=20250201",
+        "region=CN/dt=20250301",
+        "region=US/dt=20250301",
+    ]
     p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
     assert p.partitions("t__snapshot") == ["region=CN/dt=20250301", "region=US/dt=20250301"]
 
@@ -112,14 +126,19 @@ def test_automatic_expiration_after_a_run_respects_the_check_interval(project):
     before = every_partition(p)
     # pretend the last check was two days ago: the next run checks again, with the real clock
     # (2026 and later: every 2025 partition is older than 30 d)
-    p.spark.sql(f"ALTER TABLE {p.schema}.t__snapshot SET TBLPROPERTIES "
-                "('chaintable.last-expire-check' = '2000-01-01 00:00:00')")
+    p.spark.sql(
+        f"ALTER TABLE {p.schema}.t__snapshot SET TBLPROPERTIES "
+        "('chaintable.last-expire-check' = '2000-01-01 00:00:00')"
+    )
     p.dbt("run", vars={"dt": "20250315", "regions": "'CN', 'US', 'EU'"})
     assert "dropping 2 snapshot and 2 delta partition(s)" in p.log_text()
     assert p.partitions("t__snapshot") == ["region=CN/dt=20250301", "region=US/dt=20250301"]
     assert p.partitions("t__delta") == [
-        "region=CN/dt=20250315", "region=EU/dt=20250110", "region=EU/dt=20250315",
-        "region=US/dt=20250315"]
+        "region=CN/dt=20250315",
+        "region=EU/dt=20250110",
+        "region=EU/dt=20250315",
+        "region=US/dt=20250315",
+    ]
     after = every_partition(p)
     assert after == {k: v for k, v in before.items() if k in after}
     last = p.rows("show tblproperties {s}.t__snapshot ('chaintable.last-expire-check')")[0][-1]
@@ -133,34 +152,55 @@ def test_drop_guard_refuses_breaking_a_chain(project):
     build(p, extra="partition_expiration_check_interval='1000 d'")
     before = every_partition(p)
     # S 0101 anchors D 0110 and has no earlier snapshot in CN: refused, nothing dropped
-    res = p.run_op("drop_chain_partition", {"model": "t", "partition": {"region": "CN", "dt": "20250101"}},
-                   expect_ok=False)
+    res = p.run_op(
+        "drop_chain_partition",
+        {"model": "t", "partition": {"region": "CN", "dt": "20250101"}},
+        expect_ok=False,
+    )
     assert "region=CN/dt=20250101" in p.log_text() + str(res.exception)
     assert len(p.partitions("t__snapshot")) == 4
     # US S 0301 anchors D 0315 with no earlier snapshot: refused too
-    p.run_op("drop_chain_partition", {"model": "t", "partition": "region=US,dt=20250301"},
-             expect_ok=False)
+    p.run_op(
+        "drop_chain_partition",
+        {"model": "t", "partition": "region=US,dt=20250301"},
+        expect_ok=False,
+    )
     # a delta partition may go (it changes later reads, as the user asked)
-    p.run_op("drop_chain_partition",
-             {"model": "t", "partition": {"region": "EU", "dt": "20250315"}, "branch": "delta"})
+    p.run_op(
+        "drop_chain_partition",
+        {"model": "t", "partition": {"region": "EU", "dt": "20250315"}, "branch": "delta"},
+    )
     assert "region=EU/dt=20250315" not in p.partitions("t__delta")
     assert every_partition(p)["region=CN/dt=20250315"] == before["region=CN/dt=20250315"]
 
 
-@pytest.mark.parametrize("extra, message", [
-    ("partition_expiration_check_interval='1 d', partition_timestamp_formatter='yyyyMM'",
-     "does not give a complete date"),
-    ("partition_expiration_check_interval='1 d', partition_timestamp_formatter='yyyyMMdd QQQ'",
-     "unsupported pattern letters 'QQQ'"),
-    ("partition_timestamp_formatter='yyyyMMdd', partition_timestamp_pattern='$day'",
-     "partition_timestamp_pattern"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            "partition_expiration_check_interval='1 d', partition_timestamp_formatter='yyyyMM'",
+            "does not give a complete date",
+        ),
+        (
+            "partition_expiration_check_interval='1 d', partition_timestamp_formatter='yyyyMMdd QQQ'",
+            "unsupported pattern letters 'QQQ'",
+        ),
+        (
+            "partition_timestamp_formatter='yyyyMMdd', partition_timestamp_pattern='$day'",
+            "partition_timestamp_pattern",
+        ),
+    ],
+)
 def test_incomplete_formatter_fails_at_config_time(project, extra, message):
     p = project
     p.table("changes", "id int, v string, region string, dt string", ROWS)
-    p.model("t", EXPIRING.replace("partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',",
-                                "partition_timestamp_pattern='$dt',"
-                                if "timestamp_pattern" not in extra else "").format(extra=extra))
+    p.model(
+        "t",
+        EXPIRING.replace(
+            "partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',",
+            "partition_timestamp_pattern='$dt'," if "timestamp_pattern" not in extra else "",
+        ).format(extra=extra),
+    )
     p.dbt("run", vars={"dt": "20250101"}, expect_ok=False)
     assert message in p.log_text() and "'t'" in p.log_text()
     # nothing written (temporary views another test left in the session are not the schema's)

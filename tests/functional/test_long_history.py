@@ -1,4 +1,4 @@
-"""A long history (issue 2: reads of every day; issue 6: planning that does not grow with it).
+"""A long history (reads of every day; planning that does not grow with it).
 
 The view gives each delta-only chain value after the newest snapshot (at most the newest few)
 a branch of its own; older ones are read through one branch joined to a mapping table, so the
@@ -8,6 +8,7 @@ recent branch (`chaintable.view-recent-branches`), so most days go through the m
 every partition must read exactly what `chain_read` (which always renders the literal plan)
 and an in-memory replay of the changes give.
 """
+
 import re
 
 MODEL = """
@@ -19,10 +20,12 @@ select id, v, op, seq, region, dt from {{ target.schema }}.changes where dt = '{
 """
 DAYS = [f"202501{d:02d}" for d in range(1, 10)]
 ROWS = [
-    (1, "a", "+I", 1, "CN", "20250101"), (2, "b", "+I", 1, "CN", "20250101"),
+    (1, "a", "+I", 1, "CN", "20250101"),
+    (2, "b", "+I", 1, "CN", "20250101"),
     (7, "u", "+I", 1, "US", "20250101"),
     (1, "a2", "+U", 5, "CN", "20250102"),
-    (2, "b", "-D", 6, "CN", "20250103"), (8, "u8", "+I", 6, "US", "20250103"),
+    (2, "b", "-D", 6, "CN", "20250103"),
+    (8, "u8", "+I", 6, "US", "20250103"),
     (1, "late", "+U", 4, "CN", "20250104"),  # loses to day 2's seq 5
     (3, "c", "+I", 9, "CN", "20250105"),
     (7, "u", "-D", 10, "US", "20250106"),
@@ -78,9 +81,12 @@ def test_long_history_reads_through_the_mapping_table(project):
     everything = p.rows("select region, dt, id, v from {s}.t")
     assert len(everything) == len(set(everything)) == sum(len(replay(d)) for d in DAYS)
     # an old day read through the mapping scans only its own sources (dynamic pruning)
-    plan = "\n".join(r[0] for r in p.spark.sql(
-        f"EXPLAIN FORMATTED select * from {p.schema}.t where region = 'CN' and dt = '20250103'"
-    ).collect())
+    plan = "\n".join(
+        r[0]
+        for r in p.spark.sql(
+            f"EXPLAIN FORMATTED select * from {p.schema}.t where region = 'CN' and dt = '20250103'"
+        ).collect()
+    )
     assert re.search(r"dynamicpruning", plan, re.I), plan[:3000]
     # compacting an old (mapped) day gives the same rows, now read from the snapshot branch
     before = set(p.rows("select region, id, v from {s}.t where dt = '20250103'"))

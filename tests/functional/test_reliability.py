@@ -1,4 +1,4 @@
-"""Reliability (issue 7): crashes at chosen points, locks, bad input, schema evolution.
+"""Reliability (docs/design.md#crash-safety-and-locking): crashes at chosen points, locks, bad input, schema evolution.
 
 A failpoint (CHAINTABLE_FAILPOINT=<step>, safety.failpoint) stops an operation in the middle and
 leaves the tables exactly as a killed process would: lock held, scratch tables and directories
@@ -6,12 +6,12 @@ left behind. Each test then reads every partition (each must read as before or a
 a mix), re-runs the same command and checks the final state equals a run that never crashed.
 test_sigkill_* kills a real dbt process with SIGKILL.
 """
+
 import json
 import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +21,14 @@ GROUPED = """
           chain_partition={'dt': var('dt')}) }}
 select id, v, region, dt from {{ target.schema }}.changes where dt = '{{ var("dt") }}'
 """
-ROWS = [(1, "a", "CN", "20250801"), (2, "b", "US", "20250801"), (3, "c", "EU", "20250801"),
-        (1, "a2", "CN", "20250802"), (2, "b2", "US", "20250802"), (3, "c2", "EU", "20250802")]
+ROWS = [
+    (1, "a", "CN", "20250801"),
+    (2, "b", "US", "20250801"),
+    (3, "c", "EU", "20250801"),
+    (1, "a2", "CN", "20250802"),
+    (2, "b2", "US", "20250802"),
+    (3, "c2", "EU", "20250802"),
+]
 
 
 def full(p):
@@ -31,7 +37,7 @@ def full(p):
 
 def location(p, table, spec=""):
     rows = p.spark.sql(f"DESCRIBE FORMATTED {p.schema}.{table}{spec}").collect()
-    return [r[1] for r in rows if r[0] == "Location"][0].replace("file:", "")
+    return next(r[1] for r in rows if r[0] == "Location").replace("file:", "")
 
 
 def orphan_files(p, table):
@@ -49,7 +55,9 @@ def orphan_files(p, table):
 
 
 def scratch_tables(p):
-    return sorted(r[1] for r in p.spark.sql(f"SHOW TABLES IN {p.schema} LIKE 't__chain_*'").collect())
+    return sorted(
+        r[1] for r in p.spark.sql(f"SHOW TABLES IN {p.schema} LIKE 't__chain_*'").collect()
+    )
 
 
 @pytest.fixture
@@ -63,13 +71,17 @@ def grouped(project):
 
 
 def rewrite_day2(p):
-    p.spark.sql(f"INSERT OVERWRITE TABLE {p.schema}.changes SELECT * FROM VALUES "
-                "(1, 'a', 'CN', '20250801'), (2, 'b', 'US', '20250801'), (3, 'c', 'EU', '20250801'), "
-                "(1, 'A2', 'CN', '20250802'), (2, 'B2', 'US', '20250802'), (3, 'C2', 'EU', '20250802') "
-                "AS v(id, v, region, dt)")
+    p.spark.sql(
+        f"INSERT OVERWRITE TABLE {p.schema}.changes SELECT * FROM VALUES "
+        "(1, 'a', 'CN', '20250801'), (2, 'b', 'US', '20250801'), (3, 'c', 'EU', '20250801'), "
+        "(1, 'A2', 'CN', '20250802'), (2, 'B2', 'US', '20250802'), (3, 'C2', 'EU', '20250802') "
+        "AS v(id, v, region, dt)"
+    )
 
 
-def test_crash_mid_publish_each_partition_before_or_after_then_rerun_completes(grouped, monkeypatch):
+def test_crash_mid_publish_each_partition_before_or_after_then_rerun_completes(
+    grouped, monkeypatch
+):
     p = grouped
     before = full(p)
     rewrite_day2(p)
@@ -79,8 +91,11 @@ def test_crash_mid_publish_each_partition_before_or_after_then_rerun_completes(g
     monkeypatch.delenv("CHAINTABLE_FAILPOINT")
     assert "t__chain_lock" in scratch_tables(p)  # as a killed process leaves it
     mid = full(p)
-    after_rows = {"region=CN/dt=20250802": [(1, "A2")], "region=US/dt=20250802": [(2, "B2")],
-                  "region=EU/dt=20250802": [(3, "C2")]}
+    after_rows = {
+        "region=CN/dt=20250802": [(1, "A2")],
+        "region=US/dt=20250802": [(2, "B2")],
+        "region=EU/dt=20250802": [(3, "C2")],
+    }
     switched = [k for k in after_rows if mid[k] == after_rows[k]]
     assert len(switched) == 1  # the crash came after the first partition's switch
     for k, v in mid.items():
@@ -95,8 +110,10 @@ def test_crash_mid_publish_each_partition_before_or_after_then_rerun_completes(g
 @pytest.mark.parametrize("point", ["run.staged", "publish.done", "run.view"])
 def test_crash_at_each_step_of_a_new_day(grouped, monkeypatch, point):
     p = grouped
-    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (1, 'a3', 'CN', '20250803'), "
-                "(4, 'd', 'US', '20250803')")
+    p.spark.sql(
+        f"INSERT INTO {p.schema}.changes VALUES (1, 'a3', 'CN', '20250803'), "
+        "(4, 'd', 'US', '20250803')"
+    )
     before = full(p)
     monkeypatch.setenv("CHAINTABLE_FAILPOINT", point)
     p.dbt("run", vars={"dt": "20250803"}, expect_ok=False)
@@ -105,8 +122,11 @@ def test_crash_at_each_step_of_a_new_day(grouped, monkeypatch, point):
     for k in before:
         assert mid[k] == before[k], k  # existing days are untouched at every step
     day3 = {k: v for k, v in mid.items() if k.endswith("20250803")}
-    expected3 = {"region=CN/dt=20250803": [(1, "a3")], "region=US/dt=20250803": [(2, "b2"), (4, "d")],
-                 "region=EU/dt=20250803": [(3, "c2")]}
+    expected3 = {
+        "region=CN/dt=20250803": [(1, "a3")],
+        "region=US/dt=20250803": [(2, "b2"), (4, "d")],
+        "region=EU/dt=20250803": [(3, "c2")],
+    }
     # a new day reads as before (no rows: the view does not know it yet) or complete
     assert all(v in ([], expected3[k]) for k, v in day3.items()), day3
     p.dbt("run", vars={"dt": "20250803"})
@@ -123,15 +143,19 @@ def test_crash_during_compaction(grouped, monkeypatch, point):
     if overwrite:
         p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250802"}})
     monkeypatch.setenv("CHAINTABLE_FAILPOINT", point)
-    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250802"}, "overwrite": overwrite},
-             expect_ok=False)
+    p.run_op(
+        "compact_chain",
+        {"model": "t", "partition": {"dt": "20250802"}, "overwrite": overwrite},
+        expect_ok=False,
+    )
     monkeypatch.delenv("CHAINTABLE_FAILPOINT")
     assert full(p) == before  # merged reads equal the snapshot being published, at every step
     p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250802"}, "overwrite": True})
     assert "breaking the lock" in p.log_text()
     assert full(p) == before
     assert sorted(p.partitions("t__snapshot")) == sorted(
-        [f"region={r}/dt={d}" for r in ("CN", "EU", "US") for d in ("20250801", "20250802")])
+        [f"region={r}/dt={d}" for r in ("CN", "EU", "US") for d in ("20250801", "20250802")]
+    )
     assert scratch_tables(p) == []
     assert orphan_files(p, "t__snapshot") == []
     # idempotent: compacting again with overwrite gives the same state
@@ -141,15 +165,27 @@ def test_crash_during_compaction(grouped, monkeypatch, point):
 
 def test_crash_during_expiration(project, monkeypatch):
     p = project
-    p.table("changes", "id int, v string, dt string", [
-        (1, "a", "20250101"), (1, "b", "20250110"), (2, "c", "20250201"), (2, "d", "20250210"),
-        (3, "e", "20250301"), (3, "f", "20250315")])
-    p.model("t", """
+    p.table(
+        "changes",
+        "id int, v string, dt string",
+        [
+            (1, "a", "20250101"),
+            (1, "b", "20250110"),
+            (2, "c", "20250201"),
+            (2, "d", "20250210"),
+            (3, "e", "20250301"),
+            (3, "f", "20250315"),
+        ],
+    )
+    p.model(
+        "t",
+        """
         {{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
                   partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',
                   partition_expiration_time='30 d', partition_expiration_check_interval='1000 d') }}
         select id, v, dt from {{ target.schema }}.changes where dt = '{{ var("dt") }}'
-        """)
+        """,
+    )
     for d in ("20250101", "20250110", "20250201", "20250210", "20250301", "20250315"):
         p.dbt("run", vars={"dt": d})
         if d in ("20250201", "20250301"):
@@ -165,7 +201,10 @@ def test_crash_during_expiration(project, monkeypatch):
     kept = ["dt=20250301", "dt=20250315"]
     assert {k: v for k, v in full(p).items() if k in kept} == {k: before[k] for k in kept}
     for gone in ("20250101", "20250110", "20250201", "20250210"):  # as before or gone
-        assert p.rows(f"select id, v from {{s}}.t where dt = '{gone}'") in ([], before[f"dt={gone}"])
+        assert p.rows(f"select id, v from {{s}}.t where dt = '{gone}'") in (
+            [],
+            before[f"dt={gone}"],
+        )
     p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
     assert p.partitions("t__snapshot") == ["dt=20250301"]
     assert full(p) == {k: before[k] for k in kept}
@@ -182,11 +221,14 @@ def test_a_live_writer_holds_the_lock(grouped):
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         import socket
+
         owner = f"{socket.gethostname()}:{holder.pid}:other-invocation"
-        p.spark.sql(f"CREATE VIEW {p.schema}.t__chain_lock TBLPROPERTIES ("
-                    f"'chaintable.lock.owner' = '{owner}', "
-                    "'chaintable.lock.since' = '2999-01-01 00:00:00', "
-                    "'chaintable.lock.operation' = 'run of model \\'t\\'') AS SELECT 1 AS locked")
+        p.spark.sql(
+            f"CREATE VIEW {p.schema}.t__chain_lock TBLPROPERTIES ("
+            f"'chaintable.lock.owner' = '{owner}', "
+            "'chaintable.lock.since' = '2999-01-01 00:00:00', "
+            "'chaintable.lock.operation' = 'run of model \\'t\\'') AS SELECT 1 AS locked"
+        )
         rewrite_day2(p)
         p.dbt("run", vars={"dt": "20250802"}, expect_ok=False)
         assert f"is locked: run of model 't' by process {holder.pid}" in p.log_text()
@@ -203,14 +245,19 @@ def test_a_live_writer_holds_the_lock(grouped):
 
 def test_bad_partition_value_and_schema_change_refused(project):
     p = project
-    p.table("changes", "id int, v string, dt string", [(1, "a", "20250801"), (2, "b", "2025-08-02")])
-    p.model("t", """
+    p.table(
+        "changes", "id int, v string, dt string", [(1, "a", "20250801"), (2, "b", "2025-08-02")]
+    )
+    p.model(
+        "t",
+        """
         {{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
                   partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',
                   on_schema_change=var('osc', 'fail')) }}
         select id, v, dt {{ var('extra', '') }} from {{ target.schema }}.changes
         where dt = '{{ var("dt") }}'
-        """)
+        """,
+    )
     p.dbt("run", vars={"dt": "20250801"})
     p.dbt("run", vars={"dt": "2025-08-02"}, expect_ok=False)
     assert "partition dt=2025-08-02" in p.log_text() and "yyyyMMdd" in p.log_text()
@@ -222,7 +269,9 @@ def test_bad_partition_value_and_schema_change_refused(project):
     # append_new_columns: both branches and the view gain the column; old days read null
     p.dbt("run", vars={"dt": "20250803", "extra": ", upper(v) as w", "osc": "append_new_columns"})
     assert p.rows("select id, v, w from {s}.t where dt = '20250803'") == [
-        (1, "a", None), (3, "c", "C")]
+        (1, "a", None),
+        (3, "c", "C"),
+    ]
     assert p.rows("select id, w from {s}.t where dt = '20250801'") == [(1, None)]
     assert [c.name for c in p.spark.table(f"{p.schema}.t__snapshot").schema][-2:] == ["w", "dt"]
 
@@ -232,8 +281,10 @@ def test_full_refresh_false_refuses_and_says_what_it_would_drop(grouped):
     p.model("t", GROUPED.replace("chain_partition=", "full_refresh=false, chain_partition="))
     before = full(p)
     p.dbt("run", "--full-refresh", vars={"dt": "20250802"})
-    assert "full_refresh is false in its config, so --full-refresh is ignored; it would have " \
-           "dropped 3 snapshot and 3 delta partitions" in p.log_text()
+    assert (
+        "full_refresh is false in its config, so --full-refresh is ignored; it would have "
+        "dropped 3 snapshot and 3 delta partitions" in p.log_text()
+    )
     assert full(p) == before
 
 
@@ -268,23 +319,43 @@ def test_sigkill_mid_publish_then_rerun(tmp_path):
     (proj / "macros").mkdir()
     (proj / "dbt_project.yml").write_text(
         "name: k\nversion: '1.0'\nconfig-version: 2\nprofile: k\nmodel-paths: [models]\n"
-        "macro-paths: [macros]\n")
+        "macro-paths: [macros]\n"
+    )
     params = {
         "spark.sql.warehouse.dir": str(root / "wh"),
-        "spark.hadoop.javax.jdo.option.ConnectionURL":
-            f"jdbc:derby:;databaseName={root / 'ms'};create=true",
-        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
-    (proj / "profiles.yml").write_text(json.dumps({"k": {"target": "t", "outputs": {"t": {
-        "type": "chaintable", "method": "session", "host": "localhost", "schema": "k",
-        "server_side_parameters": params}}}}))
-    (proj / "models" / "t.sql").write_text(textwrap.dedent("""
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'ms'};create=true",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+    }
+    (proj / "profiles.yml").write_text(
+        json.dumps(
+            {
+                "k": {
+                    "target": "t",
+                    "outputs": {
+                        "t": {
+                            "type": "chaintable",
+                            "method": "session",
+                            "host": "localhost",
+                            "schema": "k",
+                            "server_side_parameters": params,
+                        }
+                    },
+                }
+            }
+        )
+    )
+    (proj / "models" / "t.sql").write_text(
+        textwrap.dedent("""
         {{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
                   chain_partition_keys=['dt'], primary_key=['id', 'region', 'dt']) }}
         select * from values (1, 'a', 'CN', '20250801'), (2, 'b', 'US', '20250801'),
             (1, 'a2', 'CN', '20250802'), (2, 'b2', 'US', '20250802') as s(id, v, region, dt)
         where dt = '{{ var("dt") }}'
-        """))
-    (proj / "macros" / "dump.sql").write_text(textwrap.dedent("""
+        """)
+    )
+    (proj / "macros" / "dump.sql").write_text(
+        textwrap.dedent("""
         {% macro dump() %}
           {% set rows = run_query("select concat_ws('|', region, dt, cast(id as string), v) from "
                                   ~ target.schema ~ ".t order by 1") %}
@@ -292,20 +363,28 @@ def test_sigkill_mid_publish_then_rerun(tmp_path):
           {% set left = run_query("show tables in " ~ target.schema ~ " like 't__chain_*'") %}
           {{ log("SCRATCH " ~ (left.rows | length), info=True) }}
         {% endmacro %}
-        """))
+        """)
+    )
     script = root / "k.py"
     script.write_text(SIGKILL_SCRIPT)
     env = {**os.environ, "DERBY_SYSTEM_HOME": str(root), "SPARK_LOCAL_IP": "127.0.0.1"}
     env.pop("CHAINTABLE_FAILPOINT", None)
 
     def step(name):
-        return subprocess.run([sys.executable, str(script), str(proj), name], env=env, cwd=root,
-                              capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [sys.executable, str(script), str(proj), name],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     assert step("setup").returncode == 0
     # make day 2 differ so the rerun's effect is visible, then crash mid-publish
-    (proj / "models" / "t.sql").write_text((proj / "models" / "t.sql").read_text()
-                                           .replace("'a2'", "'A2'").replace("'b2'", "'B2'"))
+    (proj / "models" / "t.sql").write_text(
+        (proj / "models" / "t.sql").read_text().replace("'a2'", "'A2'").replace("'b2'", "'B2'")
+    )
     crashed = step("crash")
     assert crashed.returncode == -9, crashed.stdout[-3000:]
     out = step("rerun")

@@ -7,12 +7,14 @@ SET TBLPROPERTIES) and records every statement. Queries of data get the rows a t
 for them (`answers`: substring -> rows), otherwise none. It runs no SQL: it checks what is
 sent, not what Spark would do with it (the functional tests do that).
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -21,13 +23,13 @@ WAREHOUSE = "file:/warehouse"
 
 @dataclass
 class FakeTable:
-    columns: List[Tuple[str, str]] = field(default_factory=list)
-    partition_by: Tuple[str, ...] = ()
-    props: Dict[str, str] = field(default_factory=dict)
-    partitions: List[str] = field(default_factory=list)
+    columns: list[tuple[str, str]] = field(default_factory=list)
+    partition_by: tuple[str, ...] = ()
+    props: dict[str, str] = field(default_factory=dict)
+    partitions: list[str] = field(default_factory=list)
     view: bool = False
     location: str = ""
-    part_locations: Dict[str, str] = field(default_factory=dict)
+    part_locations: dict[str, str] = field(default_factory=dict)
 
     def part_location(self, path: str) -> str:
         return self.part_locations.get(path, f"{self.location}/{path}")
@@ -38,16 +40,16 @@ def _unquote(text: str) -> str:
 
 
 def _spec_path(spec: str) -> str:
-    """"`region` = 'CN', `dt` = '20250101'" -> 'region=CN/dt=20250101'."""
+    """ "`region` = 'CN', `dt` = '20250101'" -> 'region=CN/dt=20250101'."""
     pairs = re.findall(r"`?([\w]+)`?\s*=\s*'((?:[^'\\]|\\.)*)'", spec)
     return "/".join(f"{k}={v.replace(chr(92) + chr(39), chr(39))}" for k, v in pairs)
 
 
 class FakeCursor:
-    def __init__(self, rows: Sequence[Tuple[Any, ...]]):
+    def __init__(self, rows: Sequence[tuple[Any, ...]]):
         self.rows = list(rows)
 
-    def fetchall(self) -> List[Tuple[Any, ...]]:
+    def fetchall(self) -> list[tuple[Any, ...]]:
         return self.rows
 
 
@@ -56,11 +58,11 @@ class FakeConnections:
 
     def __init__(self, schema: str = "s"):
         self.schema = schema
-        self.tables: Dict[str, FakeTable] = {}
-        self.statements: List[str] = []
-        self.answers: List[Tuple[str, List[Tuple[Any, ...]]]] = []
-        self.query_columns: List[Tuple[str, str]] = []
-        self.query_partitions: List[str] = []  # what a CREATE TABLE ... AS <query> writes
+        self.tables: dict[str, FakeTable] = {}
+        self.statements: list[str] = []
+        self.answers: list[tuple[str, list[tuple[Any, ...]]]] = []
+        self.query_columns: list[tuple[str, str]] = []
+        self.query_partitions: list[str] = []  # what a CREATE TABLE ... AS <query> writes
 
     # ---- setting up -------------------------------------------------------------------------
     def table(self, name: str, **kw: Any) -> FakeTable:
@@ -69,11 +71,11 @@ class FakeConnections:
         self.tables[f"{self.schema}.{name}"] = t
         return t
 
-    def answer(self, needle: str, rows: List[Tuple[Any, ...]]) -> None:
+    def answer(self, needle: str, rows: list[tuple[Any, ...]]) -> None:
         self.answers.append((needle, rows))
 
     # ---- the connection ---------------------------------------------------------------------
-    def add_query(self, sql: str, auto_begin: bool = True, **_: Any) -> Tuple[None, FakeCursor]:
+    def add_query(self, sql: str, auto_begin: bool = True, **_: Any) -> tuple[None, FakeCursor]:
         self.statements.append(sql)
         return None, FakeCursor(self._answer(sql))
 
@@ -83,12 +85,15 @@ class FakeConnections:
             raise DbtRuntimeError(f"[TABLE_OR_VIEW_NOT_FOUND] {key}")
         return self.tables[key]
 
-    def _answer(self, sql: str) -> List[Tuple[Any, ...]]:  # noqa: C901 - one branch per statement kind
+    def _answer(self, sql: str) -> list[tuple[Any, ...]]:
         s = sql.strip()
         m = re.match(r"SHOW TABLES IN (\S+) LIKE '([^']*)'", s)
         if m:
             schema, pattern = m.group(1), m.group(2)
-            alts = [re.compile(re.escape(a).replace(r"\*", ".*") + "$", re.I) for a in pattern.split("|")]
+            alts = [
+                re.compile(re.escape(a).replace(r"\*", ".*") + "$", re.I)
+                for a in pattern.split("|")
+            ]
             names = sorted(k.split(".", 1)[1] for k in self.tables if k.split(".", 1)[0] == schema)
             return [(schema, n, False) for n in names if any(a.match(n) for a in alts)]
         m = re.match(r"DESCRIBE TABLE (\S+)$", s)
@@ -135,13 +140,17 @@ class FakeConnections:
             loc = re.search(r"LOCATION '((?:[^'\\]|\\.)*)'", s)
             parts = re.search(r"PARTITIONED BY \(([^)]*)\)", s)
             cols = re.match(r"CREATE TABLE (?:IF NOT EXISTS )?\S+ \((.*?)\)\s*\n?USING", s, re.S)
-            columns = ([tuple(c.strip().split(" ", 1)) for c in cols.group(1).split(", ")]  # type: ignore[misc]
-                       if cols else list(self.query_columns))
+            columns = (
+                [tuple(c.strip().split(" ", 1)) for c in cols.group(1).split(", ")]
+                if cols
+                else list(self.query_columns)
+            )
             self.tables[name] = FakeTable(
                 columns=[(_unquote(c), t) for c, t in columns],
                 partition_by=tuple(_unquote(c) for c in parts.group(1).split(",")) if parts else (),
                 location=loc.group(1) if loc else f"{WAREHOUSE}/{name.replace('.', '.db/')}",
-                partitions=list(self.query_partitions) if "\nAS\n" in s or " AS\n" in s else [])
+                partitions=list(self.query_partitions) if "\nAS\n" in s or " AS\n" in s else [],
+            )
             props = re.search(r"TBLPROPERTIES \((.*?)\)(?:\nAS\n|$)", s, re.S)
             if props:
                 self._set_props(self.tables[name], props.group(1))
@@ -153,8 +162,9 @@ class FakeConnections:
         m = re.match(r"ALTER TABLE (\S+) (ADD|DROP IF EXISTS) (PARTITION .*)$", s, re.S)
         if m:
             t = self._get(m.group(1))
-            for spec, loc in re.findall(r"PARTITION \((.*?)\)(?: LOCATION '((?:[^'\\]|\\.)*)')?(?:,|\s|$)",
-                                        m.group(3), re.S):
+            for spec, loc in re.findall(
+                r"PARTITION \((.*?)\)(?: LOCATION '((?:[^'\\]|\\.)*)')?(?:,|\s|$)", m.group(3), re.S
+            ):
                 path = _spec_path(spec)
                 if m.group(2) == "ADD":
                     t.partitions.append(path)
@@ -163,7 +173,9 @@ class FakeConnections:
                 elif path in t.partitions:
                     t.partitions.remove(path)
             return
-        m = re.match(r"ALTER TABLE (\S+) PARTITION \((.*)\) SET LOCATION '((?:[^'\\]|\\.)*)'$", s, re.S)
+        m = re.match(
+            r"ALTER TABLE (\S+) PARTITION \((.*)\) SET LOCATION '((?:[^'\\]|\\.)*)'$", s, re.S
+        )
         if m:
             self._get(m.group(1)).part_locations[_spec_path(m.group(2))] = m.group(3)
             return
@@ -178,22 +190,26 @@ class FakeConnections:
             if path not in t.partitions:
                 t.partitions.append(path)
 
-
     @staticmethod
     def _set_props(table: FakeTable, body: str) -> None:
         for k, v in re.findall(r"'((?:[^'\\]|\\.)*)' = '((?:[^'\\]|\\.)*)'", body):
             table.props[k] = v.replace("\\'", "'").replace("\\\\", "\\")
 
 
-def fake_adapter(connections: FakeConnections, adapter_cls: Optional[type] = None) -> Any:
+def fake_adapter(connections: FakeConnections, adapter_cls: type | None = None) -> Any:
     """A ChainTableAdapter whose connection is `connections` (no profile, no Spark)."""
     import multiprocessing
 
     from dbt.adapters.chaintable.impl import ChainTableAdapter
 
     cls = adapter_cls or ChainTableAdapter
-    config = SimpleNamespace(log_cache_events=False, credentials=SimpleNamespace(), quoting={},
-                             project_name="p", threads=1)
+    config = SimpleNamespace(
+        log_cache_events=False,
+        credentials=SimpleNamespace(),
+        quoting={},
+        project_name="p",
+        threads=1,
+    )
     adapter = cls(config, multiprocessing.get_context("spawn"))
     adapter.connections = connections
     return adapter

@@ -1,4 +1,5 @@
 """The declared model config (what dbt knows of) and its parsed form (what a run reads)."""
+
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -9,17 +10,23 @@ from dbt.adapters.chaintable.config import ChainTableConfig, ModelSettings
 from dbt.adapters.chaintable.impl import ChainTableAdapter
 from dbt.adapters.chaintable.options import ChainConfigError
 
-BASE = {"partition_by": ["region", "dt"], "chain_partition_keys": ["dt"],
-        "primary_key": ["id", "region", "dt"]}
+BASE = {
+    "partition_by": ["region", "dt"],
+    "chain_partition_keys": ["dt"],
+    "primary_key": ["id", "region", "dt"],
+}
 
 
 def test_every_option_in_the_readme_config_table_is_declared_for_dbt():
     readme = (Path(__file__).parents[2] / "README.md").read_text()
-    table = readme[readme.index("| config | required | meaning |"):]
+    table = readme[readme.index("| config | required | meaning |") :]
     table = table[: table.index("\n\n")]
     documented = set(re.findall(r"^\| `([a-z_]+)`", table, re.M))
-    documented |= {m for row in re.findall(r"^\| (`[a-z_]+`(?:, `[a-z_]+`)+) \|", table, re.M)
-                   for m in re.findall(r"`([a-z_]+)`", row)}
+    documented |= {
+        m
+        for row in re.findall(r"^\| (`[a-z_]+`(?:, `[a-z_]+`)+) \|", table, re.M)
+        for m in re.findall(r"`([a-z_]+)`", row)
+    }
     declared = {f.name for f in fields(ChainTableConfig)}
     dbt_own = {"on_schema_change"}  # dbt-core's own model config
     assert "sequence_field" in documented and "partition_expiration_max_num" in documented
@@ -28,22 +35,50 @@ def test_every_option_in_the_readme_config_table_is_declared_for_dbt():
 
 
 def test_settings_parse_the_config_once():
-    s = ModelSettings.from_config("m", {
-        **BASE, "chain_branch": "delta", "chain_partition": "dt=20250101",
-        "clustered_by": "id", "buckets": 4, "location_root": "/lake/", "tblproperties": {"a": "b"}})
-    assert (s.model, s.chain_branch, dict(s.chain_partition or {})) == ("m", "delta", {"dt": "20250101"})
-    assert (s.clustered_by, s.buckets, s.file_format, s.on_schema_change) == (("id",), 4, "parquet", "ignore")
+    s = ModelSettings.from_config(
+        "m",
+        {
+            **BASE,
+            "chain_branch": "delta",
+            "chain_partition": "dt=20250101",
+            "clustered_by": "id",
+            "buckets": 4,
+            "location_root": "/lake/",
+            "tblproperties": {"a": "b"},
+        },
+    )
+    assert (s.model, s.chain_branch, dict(s.chain_partition or {})) == (
+        "m",
+        "delta",
+        {"dt": "20250101"},
+    )
+    assert (s.clustered_by, s.buckets, s.file_format, s.on_schema_change) == (
+        ("id",),
+        4,
+        "parquet",
+        "ignore",
+    )
     assert s.location_of("t__delta") == "/lake/t__delta"
     assert dict(s.tblproperties) == {"a": "b"}
-    assert s.opts.group_keys == ("region",) and s.layout.path(("CN", "20250101")) == "region=CN/dt=20250101"
+    assert (
+        s.opts.group_keys == ("region",)
+        and s.layout.path(("CN", "20250101")) == "region=CN/dt=20250101"
+    )
     plain = ModelSettings.from_config("m", BASE)
-    assert (plain.chain_branch, plain.chain_partition, plain.location_of("t"), plain.clustered_by) == \
-        (None, None, None, ())
+    assert (
+        plain.chain_branch,
+        plain.chain_partition,
+        plain.location_of("t"),
+        plain.clustered_by,
+    ) == (None, None, None, ())
 
 
 def test_a_bad_chain_branch_names_the_model_and_the_choices():
-    with pytest.raises(ChainConfigError, match=r"model 'm': chain_branch 'both' is not one of "
-                                               r"\['delta', 'snapshot'\]"):
+    with pytest.raises(
+        ChainConfigError,
+        match=r"model 'm': chain_branch 'both' is not one of "
+        r"\['delta', 'snapshot'\]",
+    ):
         ModelSettings.from_config("m", {**BASE, "chain_branch": "both"})
 
 

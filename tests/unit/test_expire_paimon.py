@@ -1,4 +1,4 @@
-"""Paimon's own expiration scenarios (SPEC §4) ported to our pure planner.
+"""Paimon's own expiration scenarios (docs/design.md#expiration) ported to our pure planner.
 
 Sources (apache/paimon): org.apache.paimon.operation.ChainTablePartitionExpireTest, and the
 partition-level part of org.apache.paimon.table.ChainTableSnapshotExpireTest. Each test keeps
@@ -9,6 +9,7 @@ branch; its returned `expired` list (deltas, then snapshots) becomes `expired(pl
 `isValueAllExpired(partitions, now)` becomes "every given partition is dropped by the plan"
 (equivalent without max-num: Paimon retains exactly what is at or after the group's anchor).
 """
+
 import datetime as dt
 
 from test_expire import D30, parts, plan_daily, ts
@@ -77,22 +78,30 @@ class TestChainTablePartitionExpire:
 
     def test_expire_with_group_partition(self):
         """Paimon ChainTablePartitionExpireTest.testExpireWithGroupPartition."""
-        snaps = parts("20250101", "20250201", "20250301", group=("US",)) \
-            + parts("20250215", "20250320", group=("EU",))
+        snaps = parts("20250101", "20250201", "20250301", group=("US",)) + parts(
+            "20250215", "20250320", group=("EU",)
+        )
         deltas = parts("20250110", "20250210", group=("US",)) + parts("20250220", group=("EU",))
         plan = plan_daily(snaps, deltas, NOW, expiration=D30)
         assert len(expired(plan)) == 2
         assert remaining(snaps, plan.snapshot_drops()) == sorted(
-            parts("20250201", "20250301", group=("US",)) + parts("20250215", "20250320", group=("EU",)))
+            parts("20250201", "20250301", group=("US",))
+            + parts("20250215", "20250320", group=("EU",))
+        )
         assert remaining(deltas, plan.delta_drops()) == sorted(
-            parts("20250210", group=("US",)) + parts("20250220", group=("EU",)))
+            parts("20250210", group=("US",)) + parts("20250220", group=("EU",))
+        )
 
     def test_uses_branch_specific_partition_modifications(self):
         """Paimon ChainTablePartitionExpireTest.testUsesBranchSpecificPartitionModifications."""
         # only the partition values: the `.done` partitions Paimon also drops through its
         # metastore callbacks have no counterpart here
-        plan = plan_daily(parts("20250101", "20250201", "20250301"),
-                          parts("20250110", "20250210"), NOW, expiration=D30)
+        plan = plan_daily(
+            parts("20250101", "20250201", "20250301"),
+            parts("20250110", "20250210"),
+            NOW,
+            expiration=D30,
+        )
         assert plan.delta_drops() == parts("20250110")
         assert plan.snapshot_drops() == parts("20250101")
 
@@ -116,8 +125,9 @@ class TestChainTablePartitionExpire:
 
     def test_is_value_all_expired_with_group_partitions(self):
         """Paimon ChainTablePartitionExpireTest.testIsValueAllExpiredWithGroupPartitions."""
-        snaps = parts("20250101", "20250201", "20250301", group=("US",)) \
-            + parts("20250215", "20250320", group=("EU",))
+        snaps = parts("20250101", "20250201", "20250301", group=("US",)) + parts(
+            "20250215", "20250320", group=("EU",)
+        )
         plan = plan_daily(snaps, [], NOW, expiration=D30)
         [us_expired] = parts("20250101", group=("US",))
         [us_anchor] = parts("20250201", group=("US",))
@@ -136,6 +146,7 @@ class TestChainTablePartitionExpire:
 class TestChainTableSnapshotExpire:
     """Partition outcome only: Paimon's metadata-snapshot retention has no counterpart here.
     Paimon's dates are relative to LocalDate.now(); a fixed mid-day "now" stands for it."""
+
     TODAY = dt.datetime(2025, 6, 15, 13, 45, 7)
 
     def day(self, offset):
@@ -150,7 +161,9 @@ class TestChainTableSnapshotExpire:
         deltas = parts(self.day(-10))
         plan = self.plan(snaps, deltas)
         assert remaining(snaps, plan.snapshot_drops()) == parts(self.day(-40))
-        assert remaining(deltas, plan.delta_drops()) == deltas  # follows; Paimon asserts snapshots only
+        assert (
+            remaining(deltas, plan.delta_drops()) == deltas
+        )  # follows; Paimon asserts snapshots only
 
     def test_delta_commit_preserves_snapshot_branch_retention_policy(self):
         """Paimon ChainTableSnapshotExpireTest.testDeltaCommitPreservesSnapshotBranchRetentionPolicy."""
@@ -159,4 +172,6 @@ class TestChainTableSnapshotExpire:
         deltas = parts(self.day(-10), self.day(-9), self.day(-8), self.day(-7))
         plan = self.plan(snaps, deltas)
         assert remaining(snaps, plan.snapshot_drops()) == parts(self.day(-40))
-        assert remaining(deltas, plan.delta_drops()) == deltas  # follows; Paimon asserts snapshots only
+        assert (
+            remaining(deltas, plan.delta_drops()) == deltas
+        )  # follows; Paimon asserts snapshots only

@@ -5,13 +5,14 @@ diff there; a restructuring that changes nothing leaves them equal.
 Regenerate after an intended change: CHAINTABLE_GOLDEN_UPDATE=1 pytest tests/unit/test_golden_sql.py
 and read the diff before committing it.
 """
+
 from __future__ import annotations
 
 import itertools
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 
@@ -22,14 +23,24 @@ from tests.unit.fake_catalog import FakeConnections, fake_adapter
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("CHAINTABLE_GOLDEN_UPDATE") == "1"
 
-CONFIG: Dict[str, Any] = {
-    "partition_by": ["region", "dt"], "chain_partition_keys": ["dt"],
-    "primary_key": ["id", "region", "dt"], "sequence_field": "seq", "rowkind_field": "op",
-    "partition_timestamp_pattern": "$dt", "partition_timestamp_formatter": "yyyyMMdd",
+CONFIG: dict[str, Any] = {
+    "partition_by": ["region", "dt"],
+    "chain_partition_keys": ["dt"],
+    "primary_key": ["id", "region", "dt"],
+    "sequence_field": "seq",
+    "rowkind_field": "op",
+    "partition_timestamp_pattern": "$dt",
+    "partition_timestamp_formatter": "yyyyMMdd",
     "partition_expiration_time": "30 d",
 }
-COLUMNS = [("id", "int"), ("v", "string"), ("op", "string"), ("seq", "bigint"),
-           ("region", "string"), ("dt", "string")]
+COLUMNS = [
+    ("id", "int"),
+    ("v", "string"),
+    ("op", "string"),
+    ("seq", "bigint"),
+    ("region", "string"),
+    ("dt", "string"),
+]
 DAYS = [f"202501{d:02d}" for d in range(1, 11)]
 
 
@@ -45,21 +56,30 @@ def chain(conns: FakeConnections, recent: int = 2) -> None:
     """CN: snapshots 0101 and 0108, deltas 0102-0110; US: snapshot 0101, deltas 0102-0104.
     At most `recent` literal branches in the view, so older days go through the mapping."""
     props = {**ChainOptions.from_config("t", CONFIG).to_properties(), P_VIEW_RECENT: str(recent)}
-    for branch, parts in (("snapshot", [("CN", "20250101"), ("CN", "20250108"), ("US", "20250101")]),
-                          ("delta", [("CN", d) for d in DAYS[1:]] + [("US", d) for d in DAYS[1:4]])):
-        conns.table(f"t__{branch}", columns=list(COLUMNS), partition_by=("region", "dt"),
-                    props={**props, P_BRANCH: branch},
-                    partitions=[f"region={r}/dt={d}" for r, d in parts])
+    for branch, parts in (
+        ("snapshot", [("CN", "20250101"), ("CN", "20250108"), ("US", "20250101")]),
+        ("delta", [("CN", d) for d in DAYS[1:]] + [("US", d) for d in DAYS[1:4]]),
+    ):
+        conns.table(
+            f"t__{branch}",
+            columns=list(COLUMNS),
+            partition_by=("region", "dt"),
+            props={**props, P_BRANCH: branch},
+            partitions=[f"region={r}/dt={d}" for r, d in parts],
+        )
 
 
-def normalized(statements: List[str]) -> str:
+def normalized(statements: list[str]) -> str:
     text = "\n;\n".join(statements) + "\n"
     # the lock's start and the run's expiration check carry the wall clock
-    return re.sub(r"'(chaintable\.lock\.since|chaintable\.last-expire-check)' = '[^']*'",
-                  r"'\1' = '<now>'", text)
+    return re.sub(
+        r"'(chaintable\.lock\.since|chaintable\.last-expire-check)' = '[^']*'",
+        r"'\1' = '<now>'",
+        text,
+    )
 
 
-def check(name: str, statements: List[str]) -> None:
+def check(name: str, statements: list[str]) -> None:
     path = GOLDEN / f"{name}.sql"
     got = normalized(statements)
     if UPDATE:
@@ -78,16 +98,25 @@ def setup(recent: int = 2):
 
 
 def test_chain_read_of_a_snapshot_day_a_merged_day_and_a_delta_only_group():
-    conns, adapter, rel = setup()
-    reads = [adapter.chain_read_sql(rel, spec) for spec in
-             ({"dt": "20250108"}, {"dt": "20250110"}, "dt=20250104", {"region": "US", "dt": "20250103"})]
+    _conns, adapter, rel = setup()
+    reads = [
+        adapter.chain_read_sql(rel, spec)
+        for spec in (
+            {"dt": "20250108"},
+            {"dt": "20250110"},
+            "dt=20250104",
+            {"region": "US", "dt": "20250103"},
+        )
+    ]
     check("chain_read", reads)
 
 
 def test_drop_of_a_delta_partition_refreshes_the_view_with_literal_and_mapped_branches():
     conns, adapter, rel = setup()
-    assert adapter.chain_drop_partition(rel, {"region": "CN", "dt": "20250102"}, "delta") == \
-        "s.t: dropped delta partition region=CN/dt=20250102"
+    assert (
+        adapter.chain_drop_partition(rel, {"region": "CN", "dt": "20250102"}, "delta")
+        == "s.t: dropped delta partition region=CN/dt=20250102"
+    )
     check("drop_delta", conns.statements)
 
 
@@ -108,22 +137,24 @@ def test_compaction_with_overwrite_switches_an_existing_snapshot_partition():
 def test_expiration_drops_deltas_then_snapshots():
     conns, adapter, rel = setup()
     lines = adapter.chain_expire(rel, now="2025-03-01 00:00:00")
-    assert lines[0] == ("expire_chain s.t (cutoff 2025-01-30 00:00:00): dropping 1 snapshot and "
-                        "6 delta partition(s)")
+    assert lines[0] == (
+        "expire_chain s.t (cutoff 2025-01-30 00:00:00): dropping 1 snapshot and "
+        "6 delta partition(s)"
+    )
     check("expire", conns.statements)
 
 
 def test_status():
-    conns, adapter, rel = setup()
+    _conns, adapter, rel = setup()
     check("status", [adapter.chain_status(rel, "2025-03-01 00:00:00")])
 
 
-def model_run(conns: FakeConnections, adapter: Any, rel: Any, config: Dict[str, Any],
-              exists: bool) -> str:
+def model_run(
+    conns: FakeConnections, adapter: Any, rel: Any, config: dict[str, Any], exists: bool
+) -> str:
     conns.query_columns = list(COLUMNS)
     conns.query_partitions = [f"region={r[0]}/dt={r[1]}" for _, rows in conns.answers for r in rows]
-    adapter.get_relation = lambda database, schema, identifier: (
-        rel if exists else None)
+    adapter.get_relation = lambda database, schema, identifier: rel if exists else None
     run = adapter.chain_prepare(rel, "t", config, False, False)
     return adapter.chain_execute(run, "SELECT * FROM s.src")
 
@@ -148,7 +179,12 @@ def test_first_run_creates_both_branches_under_location_root():
     adapter = fake_adapter(conns)
     rel = adapter.Relation.create(schema="s", identifier="t", type="view")
     conns.answer("count_if(", [("CN", "20250101", 3, 3, 0, 0, 0, False)])
-    config = {**CONFIG, "location_root": "/data/my 'lake'/", "buckets": 4, "clustered_by": "id",
-              "tblproperties": {"owner": "o'neil"}}
+    config = {
+        **CONFIG,
+        "location_root": "/data/my 'lake'/",
+        "buckets": 4,
+        "clustered_by": "id",
+        "tblproperties": {"owner": "o'neil"},
+    }
     assert model_run(conns, adapter, rel, config, False) == "OK: 1 snapshot partition(s)"
     check("first_run", conns.statements)

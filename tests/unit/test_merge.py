@@ -1,12 +1,13 @@
 """SQL of the chain merge per engine (merge.py), no Spark: the structure that carries each rule.
 The rows it produces are checked on real Spark in tests/functional/test_merge_engines.py."""
+
 import re
 
 import pytest
 
+from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions
 from dbt.adapters.chaintable.sql import merge
 from dbt.adapters.chaintable.sql.merge import ANCHOR, ORD, RESET, RETRACT
-from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions
 
 COLS = ["id", "v", "n", "seq", "op", "dt"]
 ANCHOR_SQL, DELTA_SQL = "SELECT * FROM a", "SELECT * FROM d"
@@ -25,13 +26,22 @@ def flat(sql: str) -> str:
 
 class TestOrder:
     def test_sequence_then_partition_then_retractions_first(self):
-        hourly = ChainOptions.from_config("t", {
-            "partition_by": ["region", "dt", "hour"], "chain_partition_keys": ["dt", "hour"],
-            "primary_key": ["id", "region", "dt", "hour"], "sequence_field": "seq",
-            "rowkind_field": "op"})
+        hourly = ChainOptions.from_config(
+            "t",
+            {
+                "partition_by": ["region", "dt", "hour"],
+                "chain_partition_keys": ["dt", "hour"],
+                "primary_key": ["id", "region", "dt", "hour"],
+                "sequence_field": "seq",
+                "rowkind_field": "op",
+            },
+        )
         assert merge.order_terms(hourly) == [
-            "`seq` DESC NULLS LAST", "`dt` DESC NULLS LAST", "`hour` DESC NULLS LAST",
-            f"CASE WHEN {RETRACT} THEN 0 ELSE 1 END DESC NULLS LAST"]
+            "`seq` DESC NULLS LAST",
+            "`dt` DESC NULLS LAST",
+            "`hour` DESC NULLS LAST",
+            f"CASE WHEN {RETRACT} THEN 0 ELSE 1 END DESC NULLS LAST",
+        ]
         assert merge.order_terms(hourly, descending=False)[0] == "`seq` ASC NULLS FIRST"
 
     def test_without_sequence_and_rowkind_the_later_partition_wins(self):
@@ -67,7 +77,8 @@ class TestMergeSqlShape:
         o = opts()
         assert "PARTITION BY `id` ORDER BY" in merge.merge_rows_sql(o, COLS, DELTA_SQL)
         assert "PARTITION BY `id`, `dt` ORDER BY" in merge.merge_rows_sql(
-            o, COLS, DELTA_SQL, by_partition=True)
+            o, COLS, DELTA_SQL, by_partition=True
+        )
 
 
 class TestEngines:
@@ -83,16 +94,25 @@ class TestEngines:
         assert sql.endswith(f"WHERE {ORD} = 1")
 
     def test_partial_update_latest_non_null_per_column(self):
-        sql = flat(merge.merge_rows_sql(opts(merge_engine="partial-update",
-                                             partial_update_ignore_delete=True), COLS, DELTA_SQL))
+        sql = flat(
+            merge.merge_rows_sql(
+                opts(merge_engine="partial-update", partial_update_ignore_delete=True),
+                COLS,
+                DELTA_SQL,
+            )
+        )
         for c in ("v", "n", "seq", "op", "dt"):
             assert f"max_by(`{c}`, CASE WHEN `{c}` IS NOT NULL THEN {ORD} END) AS `{c}`" in sql
         assert f"WHERE NOT {RETRACT}" in sql and "GROUP BY `id`" in sql and RESET not in sql
 
     def test_partial_update_remove_on_delete_restarts_after_last_delete_ignores_minus_u(self):
-        sql = flat(merge.merge_rows_sql(
-            opts(merge_engine="partial-update", partial_update_remove_record_on_delete=True),
-            COLS, DELTA_SQL))
+        sql = flat(
+            merge.merge_rows_sql(
+                opts(merge_engine="partial-update", partial_update_remove_record_on_delete=True),
+                COLS,
+                DELTA_SQL,
+            )
+        )
         assert f"WHERE NOT ({RETRACT} AND `op` = '-U')" in sql
         assert f"max(CASE WHEN {RETRACT} THEN {ORD} END) OVER (PARTITION BY `id`) AS {RESET}" in sql
         assert f"WHERE NOT {RETRACT} AND {ORD} > coalesce({RESET}, 0)" in sql
@@ -105,34 +125,57 @@ class TestEngines:
         assert "'; got ', `op`, ' for key '" in sql
 
     def test_aggregation_functions_and_retractions(self):
-        o = opts(merge_engine="aggregation", aggregate_functions={"n": "sum", "v": "listagg"},
-                 ignore_retract=["v"])
+        o = opts(
+            merge_engine="aggregation",
+            aggregate_functions={"n": "sum", "v": "listagg"},
+            ignore_retract=["v"],
+        )
         sql = flat(merge.merge_rows_sql(o, COLS, DELTA_SQL))
         assert f"sum(CASE WHEN {RETRACT} THEN -`n` ELSE `n` END) AS `n`" in sql
-        assert f"listagg(CASE WHEN NOT {RETRACT} THEN `v` END, ',') WITHIN GROUP (ORDER BY {ORD})" in sql
+        assert (
+            f"listagg(CASE WHEN NOT {RETRACT} THEN `v` END, ',') WITHIN GROUP (ORDER BY {ORD})"
+            in sql
+        )
         assert "max(`seq`) AS `seq`" in sql
-        assert f"coalesce(max_by(`op`, CASE WHEN NOT {RETRACT} THEN {ORD} END), '+I') AS `op`" in sql
+        assert (
+            f"coalesce(max_by(`op`, CASE WHEN NOT {RETRACT} THEN {ORD} END), '+I') AS `op`" in sql
+        )
         assert f"max_by(`dt`, {ORD}) AS `dt`" in sql
         assert "raise_error" not in sql and "GROUP BY `id`" in sql
 
-    @pytest.mark.parametrize("fn,expected", [
-        ("count", f"sum(CASE WHEN {ANCHOR} THEN coalesce(`n`, 0) WHEN `n` IS NULL THEN 0 "
-                  f"WHEN {RETRACT} THEN -1 ELSE 1 END)"),
-        ("product", "try_divide(aggregate(collect_list(CASE WHEN NOT"),
-        ("max", f"max(CASE WHEN NOT {RETRACT} THEN `n` END)"),
-        ("bool_or", f"bool_or(CASE WHEN NOT {RETRACT} THEN `n` END)"),
-        ("first_value", f"min_by(`n`, CASE WHEN NOT {RETRACT} THEN {ORD} END)"),
-        ("last_value", f"max_by(`n`, CASE WHEN NOT {RETRACT} THEN {ORD} END)"),
-        ("first_non_null_value", f"min_by(`n`, CASE WHEN NOT {RETRACT} AND `n` IS NOT NULL THEN {ORD} END)"),
-        ("last_non_null_value", f"max_by(`n`, CASE WHEN NOT {RETRACT} AND `n` IS NOT NULL THEN {ORD} END)"),
-    ])
+    @pytest.mark.parametrize(
+        "fn,expected",
+        [
+            (
+                "count",
+                f"sum(CASE WHEN {ANCHOR} THEN coalesce(`n`, 0) WHEN `n` IS NULL THEN 0 "
+                f"WHEN {RETRACT} THEN -1 ELSE 1 END)",
+            ),
+            ("product", "try_divide(aggregate(collect_list(CASE WHEN NOT"),
+            ("max", f"max(CASE WHEN NOT {RETRACT} THEN `n` END)"),
+            ("bool_or", f"bool_or(CASE WHEN NOT {RETRACT} THEN `n` END)"),
+            ("first_value", f"min_by(`n`, CASE WHEN NOT {RETRACT} THEN {ORD} END)"),
+            ("last_value", f"max_by(`n`, CASE WHEN NOT {RETRACT} THEN {ORD} END)"),
+            (
+                "first_non_null_value",
+                f"min_by(`n`, CASE WHEN NOT {RETRACT} AND `n` IS NOT NULL THEN {ORD} END)",
+            ),
+            (
+                "last_non_null_value",
+                f"max_by(`n`, CASE WHEN NOT {RETRACT} AND `n` IS NOT NULL THEN {ORD} END)",
+            ),
+        ],
+    )
     def test_aggregate_function_sql(self, fn, expected):
         o = opts(merge_engine="aggregation", aggregate_functions={"n": fn}, ignore_retract=["v"])
         assert expected in flat(merge.merge_rows_sql(o, COLS, DELTA_SQL))
 
     def test_count_ignoring_retractions_and_product_dividing(self):
-        o = opts(merge_engine="aggregation", aggregate_functions={"n": "count", "v": "product"},
-                 ignore_retract=["n"])
+        o = opts(
+            merge_engine="aggregation",
+            aggregate_functions={"n": "count", "v": "product"},
+            ignore_retract=["n"],
+        )
         sql = flat(merge.merge_rows_sql(o, COLS, DELTA_SQL))
         assert f"WHEN {RETRACT} THEN 0 ELSE 1 END" in sql
         assert f"collect_list(CASE WHEN {RETRACT} THEN CAST(`v` AS DOUBLE) END)" in sql
@@ -142,16 +185,32 @@ class TestEngines:
         reason = merge.refusal(o, COLS)
         assert "(v: last_non_null_value, n: max)" in reason and "ignore_retract" in reason
         assert "raise_error" in merge.merge_rows_sql(o, COLS, DELTA_SQL)
-        assert merge.refusal(opts(merge_engine="aggregation", aggregate_functions={"n": "max"},
-                                  ignore_retract=["n", "v"]), COLS) is None
-        no_kind = ChainOptions.from_config("t", {"partition_by": ["dt"], "primary_key": ["id", "dt"],
-                                                 "merge_engine": "aggregation"})
+        assert (
+            merge.refusal(
+                opts(
+                    merge_engine="aggregation",
+                    aggregate_functions={"n": "max"},
+                    ignore_retract=["n", "v"],
+                ),
+                COLS,
+            )
+            is None
+        )
+        no_kind = ChainOptions.from_config(
+            "t",
+            {"partition_by": ["dt"], "primary_key": ["id", "dt"], "merge_engine": "aggregation"},
+        )
         assert merge.refusal(no_kind, COLS) is None
 
     def test_types_keep_widened_aggregates_in_the_column_type(self):
-        o = opts(merge_engine="aggregation",
-                 aggregate_functions={"n": "product", "v": "max"}, ignore_retract=["v"])
-        sql = flat(merge.merge_sql(o, COLS, ANCHOR_SQL, DELTA_SQL, types={"n": "int", "v": "string"}))
+        o = opts(
+            merge_engine="aggregation",
+            aggregate_functions={"n": "product", "v": "max"},
+            ignore_retract=["v"],
+        )
+        sql = flat(
+            merge.merge_sql(o, COLS, ANCHOR_SQL, DELTA_SQL, types={"n": "int", "v": "string"})
+        )
         assert re.search(r"CAST\(round\(CASE WHEN count\(`n`\) = 0 .* END\) AS int\) AS `n`", sql)
         assert "CAST(max(" not in sql
 
@@ -159,27 +218,41 @@ class TestEngines:
 class TestStageChecks:
     def test_ties_group_by_primary_key_sequence_and_kind_class(self):
         sql = flat(merge.tied_sql(opts(), COLS, "SELECT * FROM stage"))
-        assert (f"SELECT `id`, `dt`, `seq`, count(*) FROM" in sql and
-                f"GROUP BY `id`, `dt`, `seq`, CASE WHEN {RETRACT} THEN 0 ELSE 1 END "
-                "HAVING count(*) > 1 LIMIT 1" in sql)
+        assert (
+            "SELECT `id`, `dt`, `seq`, count(*) FROM" in sql
+            and f"GROUP BY `id`, `dt`, `seq`, CASE WHEN {RETRACT} THEN 0 ELSE 1 END "
+            "HAVING count(*) > 1 LIMIT 1"
+            in sql
+        )
 
     def test_aggregation_ties_matter_only_for_order_sensitive_columns(self):
-        commutative = opts(merge_engine="aggregation", aggregate_functions={"n": "sum", "v": "max"},
-                           rowkind_field=None)
+        commutative = opts(
+            merge_engine="aggregation",
+            aggregate_functions={"n": "sum", "v": "max"},
+            rowkind_field=None,
+        )
         no_op = [c for c in COLS if c != "op"]
         assert merge.tied_sql(commutative, no_op, "SELECT * FROM stage") is None
         sensitive = opts(merge_engine="aggregation", aggregate_functions={"n": "sum"})
         assert "count(DISTINCT struct(`v`, `op`)) > 1" in merge.tied_sql(
-            sensitive, COLS, "SELECT * FROM stage")
+            sensitive, COLS, "SELECT * FROM stage"
+        )
 
     def test_one_scan_summarises_every_rule_per_partition(self):
-        sql = flat(merge.stage_summary_sql(opts(merge_engine="partial-update"), COLS,
-                                           "SELECT * FROM stage", "`dt` = '20250101'"))
+        sql = flat(
+            merge.stage_summary_sql(
+                opts(merge_engine="partial-update"),
+                COLS,
+                "SELECT * FROM stage",
+                "`dt` = '20250101'",
+            )
+        )
         assert sql == (
             "SELECT `dt`, count(*), count(DISTINCT `id`), count_if(`id` IS NULL OR `dt` IS NULL), "
             "count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), "
             "count_if(coalesce(`op` IN ('-U', '-D'), false)), NOT (`dt` = '20250101') "
-            "FROM (SELECT * FROM stage) __s GROUP BY `dt`")
+            "FROM (SELECT * FROM stage) __s GROUP BY `dt`"
+        )
         plain = flat(merge.stage_summary_sql(opts(rowkind_field=None), COLS, "x"))
         assert "count_if(false), count_if(false), false FROM" in plain
         # a primary key of partition columns only: any second row in a partition may tie
@@ -190,20 +263,31 @@ class TestStageChecks:
         sql = merge.tied_sql(opts(merge_engine="first-row"), COLS, "SELECT * FROM stage")
         assert f"WHERE NOT {RETRACT}" in sql
         assert "NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)" in merge.bad_kind_sql(
-            opts(), "SELECT * FROM stage")
+            opts(), "SELECT * FROM stage"
+        )
         assert merge.bad_kind_sql(opts(rowkind_field=None), "x") is None
         assert merge.refused_sql(opts(), COLS, "x") is None
         assert "WHERE coalesce(`op` IN ('-U', '-D'), false)" in merge.refused_sql(
-            opts(merge_engine="partial-update"), COLS, "x")
+            opts(merge_engine="partial-update"), COLS, "x"
+        )
 
 
-@pytest.mark.parametrize("config,message", [
-    ({"merge_engine": "aggregation", "aggregate_functions": {"op": "max"}}, "rowkind_field"),
-    ({"merge_engine": "partial-update", "partial_update_ignore_delete": True,
-      "partial_update_remove_record_on_delete": True}, "contradict"),
-    ({"merge_engine": "aggregation", "aggregate_functions": {"seq": "max"}}, "sequence_field"),
-    ({"merge_engine": "first-row", "sequence_field": "seq"}, "first-row"),
-])
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        ({"merge_engine": "aggregation", "aggregate_functions": {"op": "max"}}, "rowkind_field"),
+        (
+            {
+                "merge_engine": "partial-update",
+                "partial_update_ignore_delete": True,
+                "partial_update_remove_record_on_delete": True,
+            },
+            "contradict",
+        ),
+        ({"merge_engine": "aggregation", "aggregate_functions": {"seq": "max"}}, "sequence_field"),
+        ({"merge_engine": "first-row", "sequence_field": "seq"}, "first-row"),
+    ],
+)
 def test_engine_options_refused(config, message):
     with pytest.raises(ChainConfigError, match=message):
         opts(**config)

@@ -1,20 +1,29 @@
-"""Read rules (SPEC §2), compaction planning (§3), partition parsing: no Spark, milliseconds."""
+"""Read rules and compaction planning (docs/design.md), partition parsing: no Spark, milliseconds."""
+
 import pytest
 
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import (
-    ChainPlanError, ChainState, ReadPlan, parse_partition_path, parse_partition_spec,
+    ChainPlanError,
+    ChainState,
+    ReadPlan,
+    parse_partition_path,
+    parse_partition_spec,
 )
 
 DT = ChainOptions(partition_by=("dt",), chain_keys=("dt",), primary_key=("id", "dt"))
-GROUPED = ChainOptions(partition_by=("region", "dt"), chain_keys=("dt",),
-                       primary_key=("id", "region", "dt"))
-HOURLY = ChainOptions(partition_by=("dt", "hour"), chain_keys=("dt", "hour"),
-                      primary_key=("id", "dt", "hour"))
+GROUPED = ChainOptions(
+    partition_by=("region", "dt"), chain_keys=("dt",), primary_key=("id", "region", "dt")
+)
+HOURLY = ChainOptions(
+    partition_by=("dt", "hour"), chain_keys=("dt", "hour"), primary_key=("id", "dt", "hour")
+)
 
 
 def state(opts, snaps, deltas, types=None):
-    wrap = lambda xs: [tuple(x) if isinstance(x, (tuple, list)) else (x,) for x in xs]  # noqa: E731
+    def wrap(xs):
+        return [tuple(x) if isinstance(x, (tuple, list)) else (x,) for x in xs]
+
     return ChainState.build(opts, wrap(snaps), wrap(deltas), types)
 
 
@@ -24,11 +33,17 @@ class TestReadRules:
         assert s.plan_read((), ("20250801",)) == ReadPlan((), ("20250801",), from_snapshot=True)
 
     def test_rule2_anchor_strictly_earlier_delta_at_anchor_excluded(self):
-        s = state(DT, ["20250801", "20250805"],
-                  ["20250801", "20250802", "20250803", "20250805", "20250806", "20250807"])
+        s = state(
+            DT,
+            ["20250801", "20250805"],
+            ["20250801", "20250802", "20250803", "20250805", "20250806", "20250807"],
+        )
         p = s.plan_read((), ("20250803",))
-        assert (p.from_snapshot, p.anchor, p.deltas) == (False, ("20250801",),
-                                                         (("20250802",), ("20250803",)))
+        assert (p.from_snapshot, p.anchor, p.deltas) == (
+            False,
+            ("20250801",),
+            (("20250802",), ("20250803",)),
+        )
         p = s.plan_read((), ("20250807",))
         assert p.anchor == ("20250805",) and p.deltas == (("20250806",), ("20250807",))
 
@@ -47,8 +62,11 @@ class TestReadRules:
         assert s.delta_only() == [] and s.view_branches() == [] and s.groups() == []
 
     def test_groups_use_only_their_own_anchor(self):
-        s = state(GROUPED, [("CN", "20250801"), ("US", "20250803")],
-                  [("CN", "20250802"), ("CN", "20250804"), ("US", "20250804"), ("EU", "20250804")])
+        s = state(
+            GROUPED,
+            [("CN", "20250801"), ("US", "20250803")],
+            [("CN", "20250802"), ("CN", "20250804"), ("US", "20250804"), ("EU", "20250804")],
+        )
         cn = s.plan_read(("CN",), ("20250804",))
         us = s.plan_read(("US",), ("20250804",))
         eu = s.plan_read(("EU",), ("20250804",))
@@ -58,8 +76,11 @@ class TestReadRules:
         assert s.plan_read(("US",), ("20250802",)) is None
 
     def test_multi_key_chain_orders_tuples(self):
-        s = state(HOURLY, [("20250801", "22")],
-                  [("20250801", "21"), ("20250801", "23"), ("20250802", "00"), ("20250802", "01")])
+        s = state(
+            HOURLY,
+            [("20250801", "22")],
+            [("20250801", "21"), ("20250801", "23"), ("20250802", "00"), ("20250802", "01")],
+        )
         p = s.plan_read((), ("20250802", "01"))
         assert p.anchor == ("20250801", "22")
         assert p.deltas == (("20250801", "23"), ("20250802", "00"), ("20250802", "01"))
@@ -73,12 +94,19 @@ class TestReadRules:
 
     def test_partitions_out_of_order_are_sorted(self):
         s = state(DT, ["20250801"], ["20250804", "20250802", "20250803"])
-        assert s.plan_read((), ("20250804",)).deltas == (("20250802",), ("20250803",), ("20250804",))
+        assert s.plan_read((), ("20250804",)).deltas == (
+            ("20250802",),
+            ("20250803",),
+            ("20250804",),
+        )
         assert [p.chain for p in s.delta_only()] == [("20250802",), ("20250803",), ("20250804",)]
 
     def test_view_branches_one_per_chain_value_with_all_groups(self):
-        s = state(GROUPED, [("CN", "20250801"), ("US", "20250801")],
-                  [("CN", "20250802"), ("US", "20250802"), ("US", "20250803")])
+        s = state(
+            GROUPED,
+            [("CN", "20250801"), ("US", "20250801")],
+            [("CN", "20250802"), ("US", "20250802"), ("US", "20250803")],
+        )
         branches = s.view_branches()
         assert [c for c, _ in branches] == [("20250802",), ("20250803",)]
         assert [p.group for p in branches[0][1]] == [("CN",), ("US",)]
@@ -100,8 +128,11 @@ class TestCompaction:
         s = state(DT, ["20250801", "20250803"], ["20250802", "20250803"])
         plan = s.plan_compaction({"dt": "20250803"}, overwrite=True)
         w = plan.writes[0]
-        assert (w.from_snapshot, w.anchor, w.deltas) == (False, ("20250801",),
-                                                         (("20250802",), ("20250803",)))
+        assert (w.from_snapshot, w.anchor, w.deltas) == (
+            False,
+            ("20250801",),
+            (("20250802",), ("20250803",)),
+        )
 
     def test_overwrite_keeps_groups_without_delta(self):
         s = state(GROUPED, [("CN", "20250803"), ("US", "20250803")], [("US", "20250803")])
@@ -111,8 +142,10 @@ class TestCompaction:
     def test_partial_spec_covers_every_group(self):
         s = state(GROUPED, [("CN", "20250801")], [("CN", "20250802"), ("US", "20250802")])
         plan = s.plan_compaction({"dt": "20250802"})
-        assert [(w.group, w.anchor) for w in plan.writes] == [(("CN",), ("20250801",)),
-                                                              (("US",), None)]
+        assert [(w.group, w.anchor) for w in plan.writes] == [
+            (("CN",), ("20250801",)),
+            (("US",), None),
+        ]
 
     def test_full_spec_names_one_group(self):
         s = state(GROUPED, [], [("CN", "20250802"), ("US", "20250802")])
@@ -136,27 +169,38 @@ class TestCompaction:
 
 class TestStaleness:
     def test_rewriting_an_old_delta_marks_later_snapshots_of_its_group(self):
-        s = state(GROUPED, [("CN", "20250801"), ("CN", "20250805"), ("CN", "20250809"),
-                            ("US", "20250805")], [])
+        s = state(
+            GROUPED,
+            [("CN", "20250801"), ("CN", "20250805"), ("CN", "20250809"), ("US", "20250805")],
+            [],
+        )
         stale = s.stale_after_delta_write([("CN", "20250803")])
-        assert stale == {("CN", "20250805"): ("CN", "20250803"),
-                         ("CN", "20250809"): ("CN", "20250803")}
+        assert stale == {
+            ("CN", "20250805"): ("CN", "20250803"),
+            ("CN", "20250809"): ("CN", "20250803"),
+        }
 
 
 class TestParsing:
     def test_partition_paths_unescape(self):
-        assert parse_partition_path("region=a%2Fb/dt=20250101", ["region", "dt"]) == ("a/b", "20250101")
+        assert parse_partition_path("region=a%2Fb/dt=20250101", ["region", "dt"]) == (
+            "a/b",
+            "20250101",
+        )
 
     def test_null_partition_refused(self):
         with pytest.raises(ChainPlanError, match="NULL"):
             parse_partition_path("dt=__HIVE_DEFAULT_PARTITION__", ["dt"])
 
-    @pytest.mark.parametrize("spec,expected", [
-        ({"dt": "20250811"}, {"dt": "20250811"}),
-        ("dt=20250811", {"dt": "20250811"}),
-        ('dt="20250811",hour="22"', {"dt": "20250811", "hour": "22"}),
-        (["dt=20250811"], {"dt": "20250811"}),
-    ])
+    @pytest.mark.parametrize(
+        "spec,expected",
+        [
+            ({"dt": "20250811"}, {"dt": "20250811"}),
+            ("dt=20250811", {"dt": "20250811"}),
+            ('dt="20250811",hour="22"', {"dt": "20250811", "hour": "22"}),
+            (["dt=20250811"], {"dt": "20250811"}),
+        ],
+    )
     def test_partition_specs(self, spec, expected):
         assert parse_partition_spec(spec) == expected
 

@@ -5,6 +5,7 @@ that simply replays every delta ever written on top of the bootstrap snapshot.
 Invariant: every partition that still exists reads exactly the reference's full state of its
 day, except reads built on a snapshot that chain_status would list as stale (a delta before it
 was rewritten later); recompacting those (overwrite) in chain order restores the invariant."""
+
 import datetime as dt
 import random
 
@@ -60,8 +61,11 @@ class Model:
     def read(self, plan):
         if plan.from_snapshot:
             return {k: v for k, (kind, v) in self.snap[plan.group + plan.chain].items()}
-        full = ({k: v for k, (kind, v) in self.snap[plan.group + plan.anchor].items()}
-                if plan.anchor else {})
+        full = (
+            {k: v for k, (kind, v) in self.snap[plan.group + plan.anchor].items()}
+            if plan.anchor
+            else {}
+        )
         for d in plan.deltas:
             for k, (kind, v) in self.delta[plan.group + d].items():
                 if kind in ("-D", "-U"):
@@ -95,25 +99,36 @@ class Model:
             self.stale.discard(part)
 
     def compact(self, n, overwrite):
-        plan = self.state().plan_compaction({"dt": day(n)[0]}, overwrite=overwrite,
-                                            history=self.kept_from)
+        plan = self.state().plan_compaction(
+            {"dt": day(n)[0]}, overwrite=overwrite, history=self.kept_from
+        )
         for p in plan.writes:
             merged = self.read(p)
             if not self.depends_on_stale(p):
                 assert merged == self.truth(p.group, p.chain)
             self.snap[p.group + p.chain] = {k: ("+I", v) for k, v in merged.items()}
         # what chain_compact does with the stale marks
-        self.stale = {tuple(k) for k in self.state().stale_after_compaction(
-            plan.writes, {s: s for s in self.stale})}
+        self.stale = {
+            tuple(k)
+            for k in self.state().stale_after_compaction(plan.writes, {s: s for s in self.stale})
+        }
         return plan
 
     def expire(self, now_day, max_num):
         state = self.state()
         held = {p[:1] for p in self.stale}  # what _expiration_plan does: skip stale groups
-        keep = lambda parts: [state.split(p) for p in parts if p[:1] not in held]  # noqa: E731
-        plan = expire.plan_expiration(keep(state.snapshots), keep(state.deltas), time_of,
-                                      DAY0 + dt.timedelta(days=now_day), dt.timedelta(days=10),
-                                      max_num)
+
+        def keep(parts):
+            return [state.split(p) for p in parts if p[:1] not in held]
+
+        plan = expire.plan_expiration(
+            keep(state.snapshots),
+            keep(state.deltas),
+            time_of,
+            DAY0 + dt.timedelta(days=now_day),
+            dt.timedelta(days=10),
+            max_num,
+        )
         for g, c in plan.delta_drops():
             del self.delta[g + c]
         for g in plan.groups:
@@ -122,7 +137,6 @@ class Model:
         for g, c in plan.snapshot_drops():
             del self.snap[g + c]
             self.stale.discard(g + c)
-
 
     # ---- the invariant --------------------------------------------------------------------
     def check(self, allow_stale=True):

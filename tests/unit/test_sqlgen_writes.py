@@ -1,19 +1,23 @@
 """Write statements the renderer produces: dynamic overwrite of the partitions in the output, a
 static spec when the caller knows the single partition every row belongs to (compaction of one
 group: no sort of the rows by partition, the partition exists even when empty)."""
+
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.sql.render import Renderer
 
-OPTS = ChainOptions(partition_by=("region", "dt"), chain_keys=("dt",),
-                    primary_key=("id", "region", "dt"))
-R = Renderer(OPTS, ["id", "v", "region", "dt"], {"id": "int", "dt": "date"}, "s.t__snapshot",
-             "s.t__delta")
+OPTS = ChainOptions(
+    partition_by=("region", "dt"), chain_keys=("dt",), primary_key=("id", "region", "dt")
+)
+R = Renderer(
+    OPTS, ["id", "v", "region", "dt"], {"id": "int", "dt": "date"}, "s.t__snapshot", "s.t__delta"
+)
 
 
 def test_dynamic_overwrite_selects_every_column_partition_columns_last():
     assert R.insert_overwrite("s.p", "SELECT 1") == (
         "INSERT OVERWRITE TABLE s.p PARTITION (`region`, `dt`)\n"
-        "SELECT `id`, `v`, `region`, `dt` FROM (SELECT 1) __src")
+        "SELECT `id`, `v`, `region`, `dt` FROM (SELECT 1) __src"
+    )
 
 
 def test_one_known_partition_is_written_with_a_static_spec_of_string_constants():
@@ -21,13 +25,17 @@ def test_one_known_partition_is_written_with_a_static_spec_of_string_constants()
     # converts a string to the column's type: the date column gets '2025-01-08'
     assert R.insert_overwrite("s.p", "SELECT 1", only=("eu", "2025-01-08")) == (
         "INSERT OVERWRITE TABLE s.p PARTITION (`region` = 'eu', `dt` = '2025-01-08')\n"
-        "SELECT `id`, `v` FROM (SELECT 1) __src")
+        "SELECT `id`, `v` FROM (SELECT 1) __src"
+    )
 
 
 def test_empty_partition_and_drop_use_the_same_spec():
     spec = "`region` = 'e''u', `dt` = '2025-01-08'".replace("''", "\\'")
-    assert f"PARTITION ({spec}) SELECT CAST(NULL AS int) AS `id`" in \
-        R.empty_partition("s.p", ("e'u", "2025-01-08"))
-    assert R.drop_partitions("s.p", [("e'u", "2025-01-08")]) == \
-        f"ALTER TABLE s.p DROP IF EXISTS PARTITION ({spec})"
+    assert f"PARTITION ({spec}) SELECT CAST(NULL AS int) AS `id`" in R.empty_partition(
+        "s.p", ("e'u", "2025-01-08")
+    )
+    assert (
+        R.drop_partitions("s.p", [("e'u", "2025-01-08")])
+        == f"ALTER TABLE s.p DROP IF EXISTS PARTITION ({spec})"
+    )
     assert R.drop_partitions("s.p", []) is None

@@ -2,17 +2,23 @@
 newest `recent`) get literal branches, older ones go through the mapping table, so the view's
 text is bounded by the newest few days (the embedded Derby metastore refuses a view of more
 than 32,700 characters)."""
+
 import datetime as dt
 
 from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, ChainOptions
 from dbt.adapters.chaintable.planner import ChainState
 from dbt.adapters.chaintable.sql.render import Renderer
 
-GROUPED = ChainOptions(partition_by=("region", "dt"), chain_keys=("dt",),
-                       primary_key=("id", "region", "dt"), sequence_field="seq",
-                       rowkind_field="op")
-HOURLY = ChainOptions(partition_by=("dt", "hour"), chain_keys=("dt", "hour"),
-                      primary_key=("id", "dt", "hour"))
+GROUPED = ChainOptions(
+    partition_by=("region", "dt"),
+    chain_keys=("dt",),
+    primary_key=("id", "region", "dt"),
+    sequence_field="seq",
+    rowkind_field="op",
+)
+HOURLY = ChainOptions(
+    partition_by=("dt", "hour"), chain_keys=("dt", "hour"), primary_key=("id", "dt", "hour")
+)
 COLS = ["id", "v", "op", "seq", "region", "dt"]
 MAP = ("s.t__chain_map", "20260101000000-abcd")
 
@@ -36,8 +42,9 @@ def test_days_after_the_newest_snapshot_keep_literal_branches_older_go_to_the_ma
     literal, mapped = s.view_layout(3)
     assert [c for c, _ in literal] == [("20250130",)]
     every = [p for _, plans in s.view_branches() for p in plans]
-    assert sorted(mapped + [p for _, plans in literal for p in plans],
-                  key=lambda p: (p.chain, p.group)) == sorted(every, key=lambda p: (p.chain, p.group))
+    assert sorted(
+        mapped + [p for _, plans in literal for p in plans], key=lambda p: (p.chain, p.group)
+    ) == sorted(every, key=lambda p: (p.chain, p.group))
     assert {p.chain for p in mapped}.isdisjoint({c for c, _ in literal})
     assert max(p.chain for p in mapped) == ("20250128",)
     assert s.view_layout(0)[0] == []
@@ -45,8 +52,9 @@ def test_days_after_the_newest_snapshot_keep_literal_branches_older_go_to_the_ma
     s = weekly(13, groups=2)  # snapshots 0101, 0108; deltas up to 0113
     assert [c for c, _ in s.view_layout(7)[0]] == [(f"202501{d:02d}",) for d in range(9, 14)]
     assert [c for c, _ in s.view_layout(3)[0]] == [(f"202501{d:02d}",) for d in range(11, 14)]
-    no_snapshot = ChainState.build(GROUPED, [], [("r00", f"202501{d:02d}") for d in range(1, 10)],
-                                   {"dt": "string"})
+    no_snapshot = ChainState.build(
+        GROUPED, [], [("r00", f"202501{d:02d}") for d in range(1, 10)], {"dt": "string"}
+    )
     assert [c for c, _ in no_snapshot.view_layout(2)[0]] == [("20250108",), ("20250109",)]
 
 
@@ -55,9 +63,12 @@ def test_a_daily_run_leaves_the_mapped_reads_as_they_were():
     rewritten (ViewWriter.refresh compares the rows' digest)."""
     r = renderer()
     before = weekly(12, groups=3)
-    after = ChainState.build(GROUPED, before.snapshots,
-                             list(before.deltas) + [(f"r{g:02d}", "20250113") for g in range(3)],
-                             {"dt": "string"})
+    after = ChainState.build(
+        GROUPED,
+        before.snapshots,
+        list(before.deltas) + [(f"r{g:02d}", "20250113") for g in range(3)],
+        {"dt": "string"},
+    )
     assert r.map_rows(before.view_layout(7)[1]) == r.map_rows(after.view_layout(7)[1])
     assert before.view_layout(7)[0] != after.view_layout(7)[0]
 
@@ -76,14 +87,24 @@ def test_later_partitions_prune_the_mapped_branch_and_the_anti_join():
 
 def test_view_text_does_not_grow_with_history():
     r = renderer()
-    sizes = {days: len(r.view(weekly(days).view_layout(DEFAULT_VIEW_RECENT), MAP))
-             for days in (21, 60, 365)}
+    sizes = {
+        days: len(r.view(weekly(days).view_layout(DEFAULT_VIEW_RECENT), MAP))
+        for days in (21, 60, 365)
+    }
     assert sizes[21] < 32_700 and sizes[365] < 32_700
     assert sizes[365] <= sizes[21] + 500, sizes  # bounded by the literal days, not the history
     # the bound holds without compaction too: at most DEFAULT_VIEW_RECENT literal branches
-    stuck = ChainState.build(GROUPED, [(f"r{g:02d}", "20250101") for g in range(10)],
-                             [(f"r{g:02d}", f"2025{m:02d}{d:02d}") for g in range(10)
-                              for m in range(1, 13) for d in range(2, 29)], {"dt": "string"})
+    stuck = ChainState.build(
+        GROUPED,
+        [(f"r{g:02d}", "20250101") for g in range(10)],
+        [
+            (f"r{g:02d}", f"2025{m:02d}{d:02d}")
+            for g in range(10)
+            for m in range(1, 13)
+            for d in range(2, 29)
+        ],
+        {"dt": "string"},
+    )
     assert len(stuck.view_layout(DEFAULT_VIEW_RECENT)[0]) == DEFAULT_VIEW_RECENT
     # without the mapping (every delta-only day literal) a year would be far over the limit
     assert len(r.view((weekly(365).view_branches(), []))) > 10 * 32_700
@@ -118,17 +139,50 @@ def test_mapped_read_merges_per_target_and_orders_by_source_partition():
 
 
 def test_multi_key_chains_map_every_chain_key():
-    s = ChainState.build(HOURLY, [("20250801", "00")],
-                         [("20250801", f"{h:02d}") for h in range(1, 6)], {})
+    s = ChainState.build(
+        HOURLY, [("20250801", "00")], [("20250801", f"{h:02d}") for h in range(1, 6)], {}
+    )
     r = renderer(HOURLY, ["id", "v", "dt", "hour"])
     _, mapped = s.view_layout(1)
     assert [p.chain for p in mapped] == [("20250801", f"{h:02d}") for h in range(1, 5)]
     cols = [c for c, _ in r.map_columns()]
-    assert cols == ["ct__target_dt", "ct__target_hour", "ct__source_dt", "ct__source_hour",
-                    "ct__branch"]
+    assert cols == [
+        "ct__target_dt",
+        "ct__target_hour",
+        "ct__source_dt",
+        "ct__source_hour",
+        "ct__branch",
+    ]
     read = r.mapped_read(*MAP)
     assert "__b.`hour` = __m.`ct__source_hour`" in read and "`ct__target_hour` AS `hour`" in read
 
 
-def test_default_keeps_a_week_of_literal_branches():
-    assert DEFAULT_VIEW_RECENT == 7
+def test_a_view_refresh_keeps_a_week_of_literal_branches_by_default():
+    """Without the property, the 7 newest delta-only days get a literal branch each; the older
+    ones are read through the mapping table."""
+    from tests.unit.fake_catalog import FakeConnections, fake_adapter
+
+    conns = FakeConnections()
+    props = {**GROUPED.to_properties()}
+    for branch, parts in (
+        ("snapshot", ["20250101"]),
+        ("delta", [f"202501{d:02d}" for d in range(2, 12)]),
+    ):
+        conns.table(
+            f"t__{branch}",
+            columns=[(c, "string") for c in COLS],
+            partition_by=("region", "dt"),
+            props=props,
+            partitions=[f"region=r/dt={d}" for d in parts],
+        )
+    adapter = fake_adapter(conns)
+    rel = adapter.Relation.create(schema="s", identifier="t", type="view")
+    adapter.chain_drop_partition(rel, {"region": "r", "dt": "20250111"}, "delta")  # refreshes
+    (view,) = [q for q in conns.statements if q.startswith("CREATE OR REPLACE VIEW")]
+    assert view.count("__chain_guard") == 7 == DEFAULT_VIEW_RECENT
+    assert (
+        next(q for q in conns.statements if q.startswith("INSERT INTO s.t__chain_map")).count(
+            "'delta')"
+        )
+        == 1 + 2
+    )  # days 0102 and 0103: their deltas since the anchor
