@@ -503,15 +503,15 @@ def main() -> int:
 
     # a compaction happens once in the default run (day 8), and it is the first run of the
     # merge in this JVM: it pays the JVM's JIT and Spark's code generation for it, as the
-    # baseline's first merge (day 2) does, while the baseline's median is of warm runs. So that
-    # day is compacted again `--compaction-repeats` times, each time after an untimed
-    # `drop_chain_partition` of its snapshot partition: the same operation (anchor day 1 + 7
-    # deltas, a new snapshot partition), warm. The first compaction also wrote a new version of
-    # the view's mapping (days 2-7 moved to it); a repeat would find that version recorded and
-    # reuse it, so the record's digest is spoilt first and the repeat writes the mapping again
-    # too (as a later weekly compaction does: its mapping table exists).
+    # baseline's first merge (day 2) does, while the baseline's median is of warm runs. So the
+    # newest day (the next weekly compaction's, anchor day 8 + 6 deltas, no day after it) is
+    # compacted `--compaction-repeats` times, each time after an untimed
+    # `drop_chain_partition` of its snapshot partition: a new snapshot partition each time,
+    # warm. A compaction writes a new version of the view's mapping (the days before it move to
+    # it); a repeat would find that version recorded and reuse it, so the record's digest is
+    # spoilt first and the repeat writes the mapping again too (as a weekly compaction does).
     if compactions and args.compaction_repeats:
-        day = compactions[-1]["day"]
+        day = days[-1]
         vars_ = {"dt": day, "prev_dt": days[days.index(day) - 1]}
         for _ in range(args.compaction_repeats):
             for spec in (

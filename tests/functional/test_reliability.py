@@ -9,6 +9,7 @@ test_sigkill_* kills a real dbt process with SIGKILL.
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -133,6 +134,49 @@ def test_crash_at_each_step_of_a_new_day(grouped, monkeypatch, point):
     assert full(p) == {**before, **expected3}
     assert scratch_tables(p) == []
     assert orphan_files(p, "t__delta") == []
+
+
+@pytest.mark.parametrize(
+    "point", ["cumulative.unserved", "publish.first", "publish.done", "cumulative.built"]
+)
+def test_crash_while_a_rewrite_rebuilds_the_cumulative_delta(grouped, monkeypatch, point):
+    """Day 2 written again while day 3 is read from the cumulative delta: at every step each
+    day reads as before or as after (never day 3 from a cumulative delta of the old day 2),
+    and the rerun serves both days from the cumulative delta again."""
+    p = grouped
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (4, 'd', 'US', '20250803')")
+    p.dbt("run", vars={"dt": "20250803"})
+    p.run_op("chain_status", {"model": "t"})
+    served = r"dt=2025080[23] +dt=20250801 +\d +cumulative delta"
+    assert len(re.findall(served, p.log_text())) == 6  # 3 regions x days 2 and 3
+    before = full(p)
+    rewrite_day2(p)
+    after = {
+        **before,
+        "region=CN/dt=20250802": [(1, "A2")],
+        "region=US/dt=20250802": [(2, "B2")],
+        "region=EU/dt=20250802": [(3, "C2")],
+        "region=CN/dt=20250803": [(1, "A2")],
+        "region=US/dt=20250803": [(2, "B2"), (4, "d")],
+        "region=EU/dt=20250803": [(3, "C2")],
+    }
+    monkeypatch.setenv("CHAINTABLE_FAILPOINT", point)
+    p.dbt("run", vars={"dt": "20250802"}, expect_ok=False)
+    assert f"failpoint {point}" in p.log_text()
+    monkeypatch.delenv("CHAINTABLE_FAILPOINT")
+    mid = full(p)
+    for k, v in mid.items():
+        assert v in (before[k], after[k]), (k, v)
+    for region in ("CN", "US", "EU"):  # a day 3 never mixes the new day 2 with the old one
+        day2, day3 = mid[f"region={region}/dt=20250802"], mid[f"region={region}/dt=20250803"]
+        assert (day2 == before[f"region={region}/dt=20250802"]) == (
+            day3 == before[f"region={region}/dt=20250803"]
+        ), region
+    p.dbt("run", vars={"dt": "20250802"})
+    assert full(p) == after
+    p.run_op("chain_status", {"model": "t"})
+    assert len(re.findall(served, p.log_text())) == 6
+    assert scratch_tables(p) == []
 
 
 @pytest.mark.parametrize("point", ["compact.staged", "publish.first", "publish.done"])

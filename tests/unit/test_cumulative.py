@@ -65,13 +65,15 @@ def test_garbage_is_what_serves_no_day():
     compacted = state([("x", "01"), ("x", "03")], S.deltas)
     parts = stored(S, [("x", "02"), ("x", "03"), ("x", "04")]) + [("y", "02", "junk")]
     cum = C.Cumulative(compacted, parts, DIGEST)
-    assert cum.garbage() == sorted(
-        [
-            ("x", "03", stamp_of(S, ("x", "03"))),
-            ("x", "04", stamp_of(S, ("x", "04"))),
-            ("y", "02", "junk"),
-        ]
-    )
+    # 03, compacted, keeps the C of its delta-only read (anchor 01 + 02, 03): compaction with
+    # overwrite reads it; 04 now has the anchor 03
+    assert cum.garbage() == sorted([("x", "04", stamp_of(S, ("x", "04"))), ("y", "02", "junk")])
+    assert cum.serving([compacted.plan_read(("x",), ("03",), use_snapshot=False)]) == {
+        ("x", "03"): stamp_of(S, ("x", "03"))
+    }
+    # a snapshot without a delta at its day: nothing to keep
+    only = state([("x", "01"), ("x", "06")], S.deltas)
+    assert ("x", "06", "s") in C.Cumulative(only, [("x", "06", "s")], DIGEST).garbage()
 
 
 def test_a_write_affects_its_days_and_every_later_day_read_through_it():

@@ -39,7 +39,9 @@ class Accumulator:
             f"{loaded.tables.view}: {len(unserve)} day(s) read by merge until their "
             "cumulative delta is rebuilt"
         )
-        return self.views.refresh(loaded, unserved=unserve)
+        loaded = self.views.refresh(loaded, unserved=unserve)
+        safety.failpoint("cumulative.unserved")
+        return loaded
 
     def after_write(self, loaded: Loaded, written: Sequence[Values]) -> Loaded:
         """Build the cumulative partitions of the days `written` feeds (`loaded` is the catalog

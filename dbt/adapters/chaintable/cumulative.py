@@ -128,12 +128,14 @@ class Cumulative:
         return out
 
     def garbage(self) -> list[Values]:
-        """C partitions (values + stamp) that serve no day of the current state."""
+        """C partitions (values + stamp) that serve no day of the current state. A compacted
+        day keeps the C partition of its delta-only read: compaction with overwrite reads it,
+        and it serves the day again if the snapshot partition is dropped."""
         out = []
         for part, stamps in sorted(self.stored.items()):
             group, chain = self.state.split(part)
-            plan = self.state.plan_read(group, chain)
-            keep = self.expected(plan) if plan is not None and not plan.from_snapshot else None
+            plan = self.state.plan_read(group, chain, use_snapshot=False)
+            keep = self.expected(plan) if plan is not None else None
             out += [part + (s,) for s in sorted(stamps) if s != keep]
         return out
 

@@ -422,42 +422,34 @@ def cumulative_build_sql(
     anchor_sql: str | None,
     types: Types = None,
 ) -> str:
-    """The cumulative delta of a day: for every key in `delta_sql` (raw delta rows) or in
-    `state_sql` (the previous day's cumulative rows, each a key's merged state or tombstone),
-    the key's merged state, a removed key as its -U/-D row. A key of the deltas that the state
-    does not hold is merged with its `anchor_sql` row (None: no anchor, or one that cannot
-    change the result); keys of the state that the deltas do not touch are carried over."""
+    """The cumulative delta of a day: every key of `delta_sql` (raw delta rows) or of
+    `state_sql` (the previous day's cumulative rows, each a key's merged state or tombstone)
+    with its merged state, a removed key as its -U/-D row. A state row merged alone gives itself
+    back (one window or aggregation over all the rows, no join to split them). A key of the
+    deltas is merged with its `anchor_sql` row too (None: no anchor, or one that cannot change
+    the result) unless the state holds it already: for deduplicate and first-row, which pick one
+    row, the anchor row again changes nothing, so only the deltas' keys are looked up."""
     keys = list(opts.merge_keys)
-    touched = _distinct_keys(keys, delta_sql)
     inputs = [f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e"]
     if state_sql is not None:
         # a live state row is merged state (like an anchor row: a count carries its value); a
         # tombstone is the retraction that removed the key
         inputs.append(
-            f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')}, "
-            f"NOT {is_retract(opts, '__s')} AS {ANCHOR} FROM ({state_sql}) __s "
-            f"LEFT SEMI JOIN {touched} __t ON {_on(keys, '__s', '__t')}"
+            f"SELECT {cols_sql(columns)}, NOT {is_retract(opts)} AS {ANCHOR} FROM ({state_sql}) __s"
         )
     if anchor_sql is not None:
-        new_keys = touched
-        if state_sql is not None:
-            new_keys = (
-                f"(SELECT * FROM {touched} __n LEFT ANTI JOIN "
+        lookup = _distinct_keys(keys, delta_sql)
+        if state_sql is not None and opts.merge_engine not in ("deduplicate", "first-row"):
+            lookup = (
+                f"(SELECT * FROM {lookup} __n LEFT ANTI JOIN "
                 f"{_distinct_keys(keys, state_sql)} __o ON {_on(keys, '__n', '__o')})"
             )
         inputs.append(
             f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__a')}, true AS {ANCHOR} "
-            f"FROM ({anchor_sql}) __a LEFT SEMI JOIN {new_keys} __t "
+            f"FROM ({anchor_sql}) __a LEFT SEMI JOIN {lookup} __t "
             f"ON {_on(keys, '__a', '__t')}"
         )
-    merged = _merge(opts, columns, " UNION ALL ".join(inputs), keys, types, keep_deletes=True)
-    if state_sql is None:
-        return merged
-    carried = (
-        f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
-        f"LEFT ANTI JOIN {touched} __t ON {_on(keys, '__s', '__t')}"
-    )
-    return f"{merged} UNION ALL {carried}"
+    return _merge(opts, columns, " UNION ALL ".join(inputs), keys, types, keep_deletes=True)
 
 
 def cumulative_read_sql(
