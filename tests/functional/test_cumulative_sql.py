@@ -13,6 +13,7 @@ import pytest
 from dbt.adapters.chaintable import cumulative
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import ChainState
+from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
 from dbt.adapters.chaintable.sql.render import Renderer
 
 COLUMNS = [
@@ -138,7 +139,7 @@ def test_reads_through_the_cumulative_delta_equal_merge_on_read(spark, schema, c
     for b in ("snapshot", "delta"):
         spark.sql(f"CREATE TABLE {tables[b]} ({defs}) USING parquet PARTITIONED BY (g, dt)")
     r = Renderer(opts, cols, types, tables["snapshot"], tables["delta"], tables["cumulative"])
-    spark.sql(r.cumulative_create())
+    spark.sql(cumulative_sql.create(r))
     insert(spark, tables["snapshot"], rows_for(rng, opts, DAYS[0], anchor=True))
     deltas = []
     for day in DAYS[1:]:
@@ -164,7 +165,7 @@ def test_reads_through_the_cumulative_delta_equal_merge_on_read(spark, schema, c
                 assert all(b.previous == (DAYS[DAYS.index(day) - 1],) for b in todo)
             else:
                 assert all(b.previous is None for b in todo)
-            spark.sql(r.cumulative_build((day,), todo, cumulative.needs_anchor(opts)))
+            spark.sql(cumulative_sql.build(r, (day,), todo, cumulative.needs_anchor(opts)))
             plans = state.plan_partition_read({"dt": day})
             serving = {p.group + p.chain: cumulative.stamp(p, digest) for p in plans}
             expected = collect(spark, r.merged((day,), plans))

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions
-from dbt.adapters.chaintable.sql import merge
+from dbt.adapters.chaintable.sql import merge, stage
 from dbt.adapters.chaintable.sql.merge import ANCHOR, ORD, RESET, RETRACT
 
 COLS = ["id", "v", "n", "seq", "op", "dt"]
@@ -217,7 +217,7 @@ class TestEngines:
 
 class TestStageChecks:
     def test_ties_group_by_primary_key_sequence_and_kind_class(self):
-        sql = flat(merge.tied_sql(opts(), COLS, "SELECT * FROM stage"))
+        sql = flat(stage.tied_sql(opts(), COLS, "SELECT * FROM stage"))
         assert (
             "SELECT `id`, `dt`, `seq`, count(*) FROM" in sql
             and f"GROUP BY `id`, `dt`, `seq`, CASE WHEN {RETRACT} THEN 0 ELSE 1 END "
@@ -232,15 +232,15 @@ class TestStageChecks:
             rowkind_field=None,
         )
         no_op = [c for c in COLS if c != "op"]
-        assert merge.tied_sql(commutative, no_op, "SELECT * FROM stage") is None
+        assert stage.tied_sql(commutative, no_op, "SELECT * FROM stage") is None
         sensitive = opts(merge_engine="aggregation", aggregate_functions={"n": "sum"})
-        assert "count(DISTINCT struct(`v`, `op`)) > 1" in merge.tied_sql(
+        assert "count(DISTINCT struct(`v`, `op`)) > 1" in stage.tied_sql(
             sensitive, COLS, "SELECT * FROM stage"
         )
 
     def test_one_scan_summarises_every_rule_per_partition(self):
         sql = flat(
-            merge.stage_summary_sql(
+            stage.stage_summary_sql(
                 opts(merge_engine="partial-update"),
                 COLS,
                 "SELECT * FROM stage",
@@ -253,21 +253,21 @@ class TestStageChecks:
             "count_if(coalesce(`op` IN ('-U', '-D'), false)), NOT (`dt` = '20250101') "
             "FROM (SELECT * FROM stage) __s GROUP BY `dt`"
         )
-        plain = flat(merge.stage_summary_sql(opts(rowkind_field=None), COLS, "x"))
+        plain = flat(stage.stage_summary_sql(opts(rowkind_field=None), COLS, "x"))
         assert "count_if(false), count_if(false), false FROM" in plain
         # a primary key of partition columns only: any second row in a partition may tie
         keyless = ChainOptions(partition_by=("dt",), chain_keys=("dt",), primary_key=("dt",))
-        assert "count(*), least(count(*), 1)," in merge.stage_summary_sql(keyless, COLS, "x")
+        assert "count(*), least(count(*), 1)," in stage.stage_summary_sql(keyless, COLS, "x")
 
     def test_ignored_rows_never_tie_and_kinds_are_checked(self):
-        sql = merge.tied_sql(opts(merge_engine="first-row"), COLS, "SELECT * FROM stage")
+        sql = stage.tied_sql(opts(merge_engine="first-row"), COLS, "SELECT * FROM stage")
         assert f"WHERE NOT {RETRACT}" in sql
-        assert "NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)" in merge.bad_kind_sql(
+        assert "NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)" in stage.bad_kind_sql(
             opts(), "SELECT * FROM stage"
         )
-        assert merge.bad_kind_sql(opts(rowkind_field=None), "x") is None
-        assert merge.refused_sql(opts(), COLS, "x") is None
-        assert "WHERE coalesce(`op` IN ('-U', '-D'), false)" in merge.refused_sql(
+        assert stage.bad_kind_sql(opts(rowkind_field=None), "x") is None
+        assert stage.refused_sql(opts(), COLS, "x") is None
+        assert "WHERE coalesce(`op` IN ('-U', '-D'), false)" in stage.refused_sql(
             opts(merge_engine="partial-update"), COLS, "x"
         )
 

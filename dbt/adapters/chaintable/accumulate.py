@@ -12,6 +12,7 @@ from dbt.adapters.chaintable import cumulative, safety
 from dbt.adapters.chaintable.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.planner import Values
 from dbt.adapters.chaintable.runner import logger
+from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
 from dbt.adapters.chaintable.sql.merge import value_columns
 from dbt.adapters.chaintable.view import ViewWriter
 
@@ -58,16 +59,16 @@ class Accumulator:
         built = sum(1 for b in builds if b.previous is not None)
         try:
             if loaded.cumulative is None:
-                self.run(renderer.cumulative_create())
+                self.run(cumulative_sql.create(renderer))
             for chain in sorted({b.plan.chain for b in builds}, key=loaded.state().sort_key):
                 todo = [b for b in builds if b.plan.chain == chain]
-                self.run(renderer.cumulative_build(chain, todo, cumulative.needs_anchor(opts)))
+                self.run(cumulative_sql.build(renderer, chain, todo, cumulative.needs_anchor(opts)))
                 safety.failpoint("cumulative.built")
             parts = set(self.catalog.cumulative_partitions(loaded.tables, opts) or ())
             for b in builds:  # a day whose deltas changed no key has no rows: still served
                 part = b.plan.group + b.plan.chain + (b.stamp,)
                 if part not in parts:
-                    self.run(renderer.cumulative_empty(b.plan.group + b.plan.chain, b.stamp))
+                    self.run(cumulative_sql.empty(renderer, b.plan.group + b.plan.chain, b.stamp))
                     parts.add(part)
         except DbtRuntimeError as e:
             logger.warning(

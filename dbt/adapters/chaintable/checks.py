@@ -12,6 +12,7 @@ from dbt.adapters.chaintable.config import ModelSettings
 from dbt.adapters.chaintable.options import ChainConfigError
 from dbt.adapters.chaintable.planner import Values
 from dbt.adapters.chaintable.sql import merge
+from dbt.adapters.chaintable.sql import stage as stage_sql
 from dbt.adapters.chaintable.sql import statements as S
 from dbt.adapters.chaintable.sql.render import Renderer
 
@@ -26,7 +27,7 @@ def check_stage(
     catalog: Catalog, settings: ModelSettings, stage: str, columns: Columns
 ) -> list[Values]:
     """The partitions of the staged rows, or an error naming the model and the offending key.
-    One scan summarises every partition of the stage (merge.stage_summary_sql); only a rule it
+    One scan summarises every partition of the stage (stage_sql.stage_summary_sql); only a rule it
     finds broken (or a partition where a tie is possible) costs a query of its own."""
     opts, model = settings.opts, settings.model
     names = [c for c, _ in columns]
@@ -39,7 +40,7 @@ def check_stage(
             list(spec), list(spec.values())
         )
     n = len(opts.partition_by)
-    summary = catalog.runner.fetch(merge.stage_summary_sql(opts, names, source, inside))
+    summary = catalog.runner.fetch(stage_sql.stage_summary_sql(opts, names, source, inside))
     parts = [r[:n] for r in summary]
     # per partition (stage_summary_sql's columns after the partition values)
     n_rows, n_keys, pk_null, bad_kind, refused, outside = (
@@ -47,13 +48,13 @@ def check_stage(
     )
     fetch = catalog.runner.fetch
     if sum(int(v or 0) for v in pk_null):
-        row = fetch(merge.pk_null_sql(opts, source))[0]
+        row = fetch(stage_sql.pk_null_sql(opts, source))[0]
         bad = [c for c, v in zip(opts.primary_key, row, strict=False) if v is None]
         raise ChainConfigError(
             f"chain_incremental model '{model}': NULL in primary key column(s) {bad}, e.g. key "
             f"{_key_text(opts.primary_key, row)}; nothing was written"
         )
-    bad_kind_sql = merge.bad_kind_sql(opts, source)
+    bad_kind_sql = stage_sql.bad_kind_sql(opts, source)
     if bad_kind_sql and sum(int(v or 0) for v in bad_kind):
         row = fetch(bad_kind_sql)[0]
         raise ChainConfigError(
@@ -61,7 +62,7 @@ def check_stage(
             f"one of {list(merge.ROW_KINDS)}, got {row[-1]!r} for key "
             f"{_key_text(opts.primary_key, row)}; nothing was written"
         )
-    refused_sql = merge.refused_sql(opts, names, source)
+    refused_sql = stage_sql.refused_sql(opts, names, source)
     if refused_sql and sum(int(v or 0) for v in refused):
         row = fetch(refused_sql)[0]
         raise ChainConfigError(
@@ -69,7 +70,7 @@ def check_stage(
             f"{row[-1]!r} row for key {_key_text(opts.primary_key, row)}; "
             "nothing was written"
         )
-    sql = merge.tied_sql(opts, names, source)
+    sql = stage_sql.tied_sql(opts, names, source)
     tie_possible = any(int(r) > int(k) for r, k in zip(n_rows, n_keys, strict=True))
     rows = fetch(sql) if sql and tie_possible else []
     if rows:

@@ -12,6 +12,7 @@ from dbt.adapters.chaintable import safety
 from dbt.adapters.chaintable.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, P_VIEW_MAP, P_VIEW_RECENT
 from dbt.adapters.chaintable.planner import ChainState, Values
+from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
 from dbt.adapters.chaintable.sql import statements as S
 from dbt.adapters.chaintable.sql.render import MAP_VERSION
 
@@ -46,7 +47,7 @@ class ViewWriter:
         unserved_parts = [p + (s,) for p in unserved for s in sorted(cum.stored.get(p, ()))]
         garbage = sorted(set(cum.garbage()) | set(unserved_parts))
         if garbage and loaded.cumulative is not None:
-            self.run(loaded.renderer().cumulative_drop(garbage))
+            self.run(cumulative_sql.drop(loaded.renderer(), garbage))
             loaded = loaded.with_cumulative([p for p in loaded.cumulative if p not in garbage])
         return loaded
 

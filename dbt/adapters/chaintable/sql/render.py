@@ -5,16 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from dbt.adapters.chaintable.cumulative import STAMP_COLUMN, Build
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import ReadPlan, Values
+from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
 from dbt.adapters.chaintable.sql import statements
-from dbt.adapters.chaintable.sql.merge import (
-    cumulative_build_sql,
-    cumulative_read_sql,
-    merge_rows_sql,
-    merge_sql,
-)
+from dbt.adapters.chaintable.sql.merge import merge_rows_sql, merge_sql
 from dbt.adapters.chaintable.sql.quoting import cols_sql, literal, q, spec_sql, string
 
 # mapping table columns; none starts with '_': the Hive metastore's partition filter cannot parse
@@ -159,7 +154,7 @@ class Renderer:
         rest = [p for p in plans if p.group + p.chain not in serving]
         bodies = []
         if served:
-            bodies.append(self._cumulative_read(served, serving))
+            bodies.append(cumulative_sql.read(self, served, serving))
         if rest:
             anchors = [p.group + p.anchor for p in rest if p.anchor is not None]
             deltas = [p.group + d for p in rest for d in p.deltas]
@@ -340,96 +335,6 @@ class Renderer:
         parts = [self.select(self.snapshot, snap)] if snap else []
         parts += [self.merged(chain, merged, serving=serving)] if merged else []
         return "\nUNION ALL\n".join(parts)
-
-    # ---- the cumulative delta ------------------------------------------------------------------
-    def _cumulative_where(self, parts: Mapping[Values, str]) -> str:
-        """C partitions: each (group + chain) with its stamp. Stamps are unique per partition
-        (cumulative.stamp), so one IN list of them cannot pick another partition's."""
-        stamps = ", ".join(literal(s) for s in sorted(set(parts.values())))
-        return f"({self.partitions_predicate(list(parts))}) AND {q(STAMP_COLUMN)} IN ({stamps})"
-
-    def cumulative_select(self, parts: Mapping[Values, str]) -> str:
-        return (
-            f"SELECT {cols_sql(self.columns)} FROM {self.cumulative} "
-            f"WHERE {self._cumulative_where(parts)}"
-        )
-
-    def _cumulative_read(self, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> str:
-        parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
-        anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
-        keys = (
-            (
-                f"SELECT {cols_sql(self.opts.merge_keys)} FROM {self.cumulative} "
-                f"WHERE {self._cumulative_where(parts)}"
-            )
-            if self.opts.merge_keys
-            else f"SELECT 1 FROM {self.cumulative} WHERE {self._cumulative_where(parts)}"
-        )
-        return cumulative_read_sql(
-            self.opts,
-            self.columns,
-            self.select(self.snapshot, anchors) if anchors else None,
-            self.cumulative_select(parts),
-            keys,
-        )
-
-    def cumulative_columns(self) -> list[tuple[str, str]]:
-        """The table's columns (table order) and the stamp, the last partition column."""
-        return [(c, self.type_of(c)) for c in self.columns] + [(STAMP_COLUMN, "string")]
-
-    def cumulative_create(self) -> str:
-        return statements.create_table(
-            self.cumulative,
-            self.cumulative_columns(),
-            list(self.opts.partition_by) + [STAMP_COLUMN],
-            {},
-        )
-
-    def cumulative_build(self, chain: Values, builds: Sequence[Build], with_anchor: bool) -> str:
-        """Write the cumulative delta of day `chain` for each build's group (one day, all its
-        groups, one statement): a dynamic overwrite of exactly the partitions with rows."""
-        deltas = [b.plan.group + d for b in builds for d in b.deltas]
-        states = {
-            b.plan.group + b.previous: b.previous_stamp for b in builds if b.previous is not None
-        }
-        anchors = [b.plan.group + b.plan.anchor for b in builds if b.plan.anchor is not None]
-        body = cumulative_build_sql(
-            self.opts,
-            self.columns,
-            self.select(self.delta, deltas),
-            self.cumulative_select(states) if states else None,
-            self.select(self.snapshot, anchors) if anchors and with_anchor else None,
-            types=self.types,
-        )
-        n = len(self.opts.group_keys)
-        if n:
-            cases = " ".join(
-                f"WHEN {self.predicate(self.opts.group_keys, b.plan.group)} THEN {literal(b.stamp)}"
-                for b in builds
-            )
-            stamp = f"CASE {cases} END"
-        else:
-            stamp = literal(builds[0].stamp)
-        parts = ", ".join(q(c) for c in list(self.opts.partition_by) + [STAMP_COLUMN])
-        return (
-            f"INSERT OVERWRITE TABLE {self.cumulative} PARTITION ({parts})\n"
-            f"SELECT {self.relabel(chain)}, {stamp} AS {q(STAMP_COLUMN)} FROM ({body}) __b"
-        )
-
-    def cumulative_empty(self, values: Values, stamp: str) -> str:
-        """An empty C partition: a day of a group whose deltas changed no key."""
-        nulls = ", ".join(f"CAST(NULL AS {self.type_of(c)}) AS {q(c)}" for c in self.data_columns)
-        spec = spec_sql(list(self.opts.partition_by) + [STAMP_COLUMN], tuple(values) + (stamp,))
-        return (
-            f"INSERT OVERWRITE TABLE {self.cumulative} PARTITION ({spec}) "
-            f"SELECT {nulls} WHERE 1 = 0"
-        )
-
-    def cumulative_drop(self, parts: Sequence[Values]) -> str | None:
-        """Drop C partitions given as partition values + stamp."""
-        return statements.drop_partitions(
-            self.cumulative, list(self.opts.partition_by) + [STAMP_COLUMN], parts
-        )
 
     # ---- writes --------------------------------------------------------------------------
     def insert_overwrite(self, table: str, source_sql: str, only: Values | None = None) -> str:
