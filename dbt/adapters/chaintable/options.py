@@ -34,6 +34,8 @@ AGGREGATE_FUNCTIONS = (
 RETRACTABLE_FUNCTIONS = ("sum", "product", "count")
 DEFAULT_AGGREGATE_FUNCTION = "last_non_null_value"
 BRANCHES = ("delta", "snapshot")
+# Spark's integral types: chain values of these compare as numbers, products of them round
+INTEGRAL_TYPES = ("tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long")
 
 # Paimon option keys (plus a few of ours under `chaintable.`).
 P_ENABLED = "chain-table.enabled"

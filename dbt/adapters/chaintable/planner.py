@@ -15,11 +15,10 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
 
-from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions
+from dbt.adapters.chaintable.options import INTEGRAL_TYPES, ChainConfigError, ChainOptions
 
 Values = tuple[str, ...]
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-_INTEGRAL = ("tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long")
 
 
 class ChainPlanError(ChainConfigError):
@@ -79,7 +78,7 @@ def format_partition(columns: Sequence[str], values: Sequence[str]) -> str:
 def _typed(value: str, spark_type: str) -> Any:
     t = spark_type.lower()
     try:
-        if t in _INTEGRAL:
+        if t in INTEGRAL_TYPES:
             return int(value)
         if t.startswith("decimal") or t in ("double", "float"):
             return Decimal(value)

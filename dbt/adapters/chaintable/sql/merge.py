@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dbt.adapters.chaintable.options import RETRACTABLE_FUNCTIONS, ChainOptions
+from dbt.adapters.chaintable.options import INTEGRAL_TYPES, RETRACTABLE_FUNCTIONS, ChainOptions
 from dbt.adapters.chaintable.sql.quoting import cols_sql, q, string
 
 ROW_KINDS = ("+I", "-U", "+U", "-D")
@@ -323,9 +323,6 @@ def _aggregate(opts: ChainOptions, column: str) -> str:
     return f"{pick}({c}, CASE WHEN {position} THEN {ORD} END)"
 
 
-_INTEGRAL = ("tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long")
-
-
 def _cast(expr: str, fn: str, column: str, types: Types) -> str:
     """sum, count and product compute in a wider type (bigint, double); the merged column keeps
     the table's type so that the view and the compacted snapshot match the branches."""
@@ -334,7 +331,7 @@ def _cast(expr: str, fn: str, column: str, types: Types) -> str:
     spark_type = {k.lower(): v for k, v in types.items()}.get(column.lower())
     if not spark_type:
         return expr
-    if fn == "product" and spark_type.lower() in _INTEGRAL:
+    if fn == "product" and spark_type.lower() in INTEGRAL_TYPES:
         expr = f"round({expr})"  # a double product of integers may miss by an ulp
     return f"CAST({expr} AS {spark_type})"
 
