@@ -357,7 +357,7 @@ def main() -> int:
     return 0
 
 
-CHARTED = [  # (label, figure, style): the figures the issue names, per scenario
+CHARTED = [  # (label, figure, style): the figures charted, per scenario
     ("daily dbt run", lambda r: r["dbt_run_wall_s"], "o-"),
     ("view refresh in the run", lambda r: r["run_view_refresh_s"], "s-"),
     ("planner (pure Python)", lambda r: r["pure_planner_s"], "^-"),
