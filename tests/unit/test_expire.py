@@ -17,6 +17,7 @@ from dbt.adapters.chaintable.expire import (
     plan_expiration,
     validate_timestamp_config,
 )
+from dbt.adapters.chaintable.options import ChainOptions
 
 D30 = dt.timedelta(days=30)
 
@@ -42,7 +43,9 @@ def single(chain):
     return (chain,)
 
 
-class TestSpecExample:
+class TestDesignExample:
+    """The worked example of docs/design.md#expiration."""
+
     def test_drops_first_snapshot_and_its_delta(self):
         plan = plan_daily(
             parts("20250101", "20250201", "20250301"),
@@ -361,6 +364,50 @@ class TestValidation:
         assert partition_time("$dt", "yyyyMMdd", {"dt": "20250311"}) == dt.datetime(2025, 3, 11)
         assert partition_time(
             "$dt $hour:00:00", "yyyyMMdd HH:mm:ss", {"region": "CN", "dt": "20250311", "hour": "07"}
+        ) == dt.datetime(2025, 3, 11, 7)
+
+    def test_a_valid_expiration_config_parses_to_its_exact_options(self):
+        opts = ChainOptions.from_config(
+            "m",
+            {
+                "partition_by": ["region", "dt", "hour"],
+                "chain_partition_keys": ["dt", "hour"],
+                "primary_key": ["id", "region", "dt", "hour"],
+                "partition_timestamp_pattern": "$dt $hour:00:00",
+                "partition_timestamp_formatter": "yyyyMMdd HH:mm:ss",
+                "partition_expiration_time": "30 d",
+                "partition_expiration_check_interval": "1 d",
+                "partition_expiration_max_num": "2",
+            },
+        )
+        assert (
+            opts.partition_by,
+            opts.chain_keys,
+            opts.group_keys,
+            opts.timestamp_pattern,
+            opts.timestamp_formatter,
+            opts.expiration_time,
+            opts.check_interval,
+            opts.max_num,
+            opts.expiration_enabled,
+        ) == (
+            ("region", "dt", "hour"),
+            ("dt", "hour"),
+            ("region",),
+            "$dt $hour:00:00",
+            "yyyyMMdd HH:mm:ss",
+            "30 d",
+            "1 d",
+            2,
+            True,
+        )
+        assert java_formatter_to_strptime(opts.timestamp_formatter) == "%Y%m%d %H:%M:%S"
+        assert parse_duration(opts.expiration_time) == D30
+        assert parse_duration(opts.check_interval) == dt.timedelta(days=1)
+        assert partition_time(
+            opts.timestamp_pattern,
+            opts.timestamp_formatter,
+            dict(zip(opts.partition_by, ("CN", "20250311", "07"), strict=True)),
         ) == dt.datetime(2025, 3, 11, 7)
 
     def test_unknown_key_names_option_value_and_key(self):

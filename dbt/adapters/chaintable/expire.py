@@ -206,8 +206,8 @@ def plan_expiration(
     expiration_time: dt.timedelta,
     max_num: int | None,
 ) -> ExpirationPlan:
-    """What expiration drops (docs/design.md#expiration): only groups with snapshots are visited, so delta-only
-    groups never expire. `max_num` None means no limit."""
+    """What expiration drops (docs/design.md#expiration): only groups with snapshots are
+    visited, so delta-only groups never expire. `max_num` None means no limit."""
     if max_num is not None and max_num < 1:
         raise ExpirationConfigError(f"partition_expiration_max_num must be >= 1, got {max_num}")
     cutoff = now - expiration_time

@@ -132,7 +132,8 @@ class ChainOptions:
     # ---- construction --------------------------------------------------------------------
     @classmethod
     def from_config(cls, model: str, config: Mapping[str, Any]) -> ChainOptions:
-        """Validate a model's config (docs/design.md#validation); every error names the model and the option."""
+        """Validate a model's config (docs/design.md#validation); every error names the model
+        and the option."""
 
         def fail(msg: str) -> ChainConfigError:
             return ChainConfigError(f"chain_incremental model '{model}': {msg}")
