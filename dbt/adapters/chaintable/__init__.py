@@ -8,9 +8,9 @@ from dbt.adapters.chaintable.impl import ChainTableAdapter
 from dbt.include import chaintable
 
 Plugin = AdapterPlugin(
-    # AdapterPlugin wants a Type[BaseAdapter], but declares it through the adapter protocol's
-    # type variables, which SparkAdapter's own class attributes do not match for mypy
-    adapter=ChainTableAdapter,  # type: ignore[arg-type]
+    # AdapterPlugin types the adapter as dbt's generic AdapterProtocol, whose type variables
+    # SparkAdapter's own class attributes do not match for mypy
+    adapter=ChainTableAdapter,  # type: ignore[arg-type]  # dbt-spark's own Plugin ignores it too
     credentials=ChainTableCredentials,
     include_path=chaintable.PACKAGE_PATH,
     dependencies=["spark"],

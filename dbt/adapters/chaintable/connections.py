@@ -22,8 +22,7 @@ warnings.filterwarnings(
 class ChainTableCredentials(SparkCredentials):
     # dbt-spark polls a Thrift Server every 5 s by default; a chain run is a few dozen short
     # statements, so poll often (seconds, fractions allowed)
-    # dbt-spark declares an int; the value only reaches time.sleep, which takes fractions
-    poll_interval: float = 0.2  # type: ignore[assignment]
+    poll_interval: float = 0.2  # type: ignore[assignment]  # widens dbt-spark's int for sleep()
 
     @property
     def type(self) -> str:

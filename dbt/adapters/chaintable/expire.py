@@ -124,7 +124,7 @@ def _pattern_parts(pattern: str, keys: tuple[str, ...]) -> tuple[tuple[bool, str
         rest = pattern[i + 1 :].lower()
         key = next((k for k in by_length if k and rest.startswith(k.lower())), None)
         if key is None:
-            name = re.match(r"\w*", pattern[i + 1 :]).group(0)  # type: ignore[union-attr]  # \w* matches any text
+            name = re.split(r"\W", pattern[i + 1 :], maxsplit=1)[0]
             raise fail(f"refers to '${name}', which is not a partition key")
         parts += [(False, pattern[literal_start:i]), (True, key)]
         i = literal_start = i + 1 + len(key)
