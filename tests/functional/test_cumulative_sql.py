@@ -32,6 +32,7 @@ CASES = {
     "dedupe": dict(rowkind_field="op"),
     "dedupe-seq": dict(rowkind_field="op", sequence_field="seq"),
     "first-row": dict(rowkind_field="op", merge_engine="first-row"),
+    "first-row-seq": dict(rowkind_field="op", sequence_field="seq", merge_engine="first-row"),
     "partial-update": dict(
         rowkind_field="op", merge_engine="partial-update", remove_record_on_delete=True
     ),

@@ -39,29 +39,51 @@ def build_sql(
     with its merged state, a removed key as its -U/-D row. A state row merged alone gives itself
     back (one window or aggregation over all the rows, no join to split them). A key of the
     deltas is merged with its `anchor_sql` row too (None: no anchor, or one that cannot change
-    the result) unless the state holds it already: for deduplicate and first-row, which pick one
-    row, the anchor row again changes nothing, so only the deltas' keys are looked up."""
+    the result) unless the state holds it already.
+
+    deduplicate and first-row pick one row: the anchor row again changes nothing for a key the
+    state holds, so only the deltas' keys are looked up, and the anchor rows go in as stand-ins
+    with only the columns that rank them (key, chain and sequence columns: a narrow scan of the
+    anchor). A key whose anchor row wins gets no row, so the read keeps the anchor's row; the
+    next day's build looks that key up again if its delta has it."""
     keys = list(opts.merge_keys)
+    pick_one = opts.merge_engine in ("deduplicate", "first-row")
     inputs = [f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e"]
     if state_sql is not None:
         # a live state row is merged state (like an anchor row: a count carries its value); a
-        # tombstone is the retraction that removed the key
+        # tombstone is the retraction that removed the key. deduplicate and first-row count
+        # nothing: there ANCHOR marks the stand-ins only
+        state_flag = "false" if pick_one else f"NOT {is_retract(opts)}"
         inputs.append(
-            f"SELECT {cols_sql(columns)}, NOT {is_retract(opts)} AS {ANCHOR} FROM ({state_sql}) __s"
+            f"SELECT {cols_sql(columns)}, {state_flag} AS {ANCHOR} FROM ({state_sql}) __s"
         )
     if anchor_sql is not None:
         lookup = _distinct_keys(keys, delta_sql)
-        if state_sql is not None and opts.merge_engine not in ("deduplicate", "first-row"):
+        if state_sql is not None and not pick_one:
             lookup = (
                 f"(SELECT * FROM {lookup} __n LEFT ANTI JOIN "
                 f"{_distinct_keys(keys, state_sql)} __o ON {_on(keys, '__n', '__o')})"
             )
+        anchor_cols = cols_sql(columns, "__a")
+        if pick_one:
+            ranking = {c.lower() for c in [*keys, *opts.chain_keys, opts.sequence_field] if c}
+            anchor_cols = ", ".join(
+                f"__a.{q(c)}" if c.lower() in ranking else f"NULL AS {q(c)}" for c in columns
+            )
         inputs.append(
-            f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__a')}, true AS {ANCHOR} "
+            f"SELECT /*+ BROADCAST(__t) */ {anchor_cols}, true AS {ANCHOR} "
             f"FROM ({anchor_sql}) __a LEFT SEMI JOIN {lookup} __t "
             f"ON {_on(keys, '__a', '__t')}"
         )
-    return _merge(opts, columns, " UNION ALL ".join(inputs), keys, types, keep_deletes=True)
+    return _merge(
+        opts,
+        columns,
+        " UNION ALL ".join(inputs),
+        keys,
+        types,
+        keep_deletes=True,
+        drop_anchor=pick_one,
+    )
 
 
 def read_sql(
@@ -74,17 +96,28 @@ def read_sql(
     """A day's full state from its anchor and its cumulative delta: the anchor rows whose key the
     cumulative delta does not hold (its keys, one row each, from `keys_sql`, broadcast), and its
     live rows."""
+    return " UNION ALL ".join(read_parts(opts, columns, anchor_sql, cumulative_sql, keys_sql))
+
+
+def read_parts(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    anchor_sql: str | None,
+    cumulative_sql: str,
+    keys_sql: str,
+) -> list[str]:
+    """`read_sql` as the SELECTs of its UNION ALL."""
     keys = list(opts.merge_keys)
     live = f"SELECT {cols_sql(columns)} FROM ({cumulative_sql}) __c WHERE NOT {is_retract(opts)}"
     if anchor_sql is None:
-        return live
+        return [live]
     untouched = (
         f"SELECT /*+ BROADCAST(__k) */ {cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
         f"LEFT ANTI JOIN (SELECT {cols_sql(keys) or 'true AS __chain_any'} "
         f"FROM ({keys_sql}) __kk) __k "
         f"ON {_on(keys, '__a', '__k')}"
     )
-    return f"{untouched} UNION ALL {live}"
+    return [untouched, live]
 
 
 # ---- one chain's cumulative table -------------------------------------------------------------
@@ -99,14 +132,15 @@ def select(r: Renderer, parts: Mapping[Values, str]) -> str:
     return f"SELECT {cols_sql(r.columns)} FROM {r.cumulative} WHERE {_where(r, parts)}"
 
 
-def read(r: Renderer, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> str:
-    """The full state of one day for the groups of `plans`, all served (`serving`)."""
+def read(r: Renderer, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> list[str]:
+    """The full state of one day for the groups of `plans`, all served (`serving`), as the
+    SELECTs of a UNION ALL."""
     parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
     anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
     keys = (
         f"SELECT {cols_sql(r.opts.merge_keys) or '1'} FROM {r.cumulative} WHERE {_where(r, parts)}"
     )
-    return read_sql(
+    return read_parts(
         r.opts,
         r.columns,
         r.select(r.snapshot, anchors) if anchors else None,

@@ -194,12 +194,16 @@ def _pick_one(
     source_sql: str,
     keys: Sequence[str],
     keep_deletes: bool = False,
+    drop_anchor: bool = False,
 ) -> str:
     """deduplicate: the latest row, dropped when it is a -U/-D (kept with `keep_deletes`).
-    first-row: the earliest row (its -U/-D were dropped in `_prepared`)."""
+    first-row: the earliest row (its -U/-D were dropped in `_prepared`).
+    `drop_anchor`: no row for a key whose anchor row wins (the cumulative delta's build, where
+    the anchor rows are stand-ins holding only what ranks them)."""
     latest = opts.merge_engine != "first-row"
     ranked = _ranked(opts, columns, source_sql, keys, latest_first=latest)
     keep = f"{ORD} = 1" + (f" AND NOT {RETRACT}" if latest and not keep_deletes else "")
+    keep += f" AND NOT {ANCHOR}" if drop_anchor else ""
     return f"SELECT {cols_sql(columns)} FROM ({ranked}) __r WHERE {keep}"
 
 
@@ -344,14 +348,16 @@ def _merge(
     keys: Sequence[str],
     types: Types,
     keep_deletes: bool = False,
+    drop_anchor: bool = False,
 ) -> str:
     """One row per key; `keep_deletes` keeps a key the merge removes as a -U/-D row (the
-    cumulative delta's tombstone). Aggregation never removes a key."""
+    cumulative delta's tombstone). Aggregation never removes a key. `drop_anchor`: see
+    `_pick_one` (deduplicate and first-row only)."""
     if opts.merge_engine == "partial-update":
         return _partial_update(opts, columns, source_sql, keys, keep_deletes)
     if opts.merge_engine == "aggregation":
         return _aggregation(opts, columns, source_sql, keys, types)
-    return _pick_one(opts, columns, source_sql, keys, keep_deletes)
+    return _pick_one(opts, columns, source_sql, keys, keep_deletes, drop_anchor)
 
 
 def merge_rows_sql(
@@ -382,8 +388,21 @@ def merge_sql(
     """Full state over an anchor (may be None) and deltas, both SELECTs yielding `columns`.
     `broadcast` hints Spark to broadcast the deltas' keys where it cannot estimate their size
     (deltas joined to the mapping table), so that the anchor is not shuffled there either."""
+    return " UNION ALL ".join(merge_parts(opts, columns, anchor_sql, delta_sql, types, broadcast))
+
+
+def merge_parts(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    anchor_sql: str | None,
+    delta_sql: str,
+    types: Types = None,
+    broadcast: bool = False,
+) -> list[str]:
+    """`merge_sql` as the SELECTs its UNION ALL is made of, for callers that project each part
+    on its own (Renderer.merged)."""
     if anchor_sql is None:
-        return merge_rows_sql(opts, columns, delta_sql, types)
+        return [merge_rows_sql(opts, columns, delta_sql, types)]
     keys = list(opts.merge_keys)
     on = " AND ".join(f"__a.{q(k)} = __d.{q(k)}" for k in keys) or "true"
     touched = f"(SELECT DISTINCT {cols_sql(keys) or 'true AS __chain_any'} FROM ({delta_sql}) __dk)"
@@ -397,4 +416,4 @@ def merge_sql(
         f"LEFT SEMI JOIN {touched} __d ON {on} "
         f"UNION ALL SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e"
     )
-    return f"{untouched} UNION ALL {_merge(opts, columns, contested, keys, types)}"
+    return [untouched, _merge(opts, columns, contested, keys, types)]
