@@ -132,6 +132,12 @@ class FakeConnections:
                 raise DbtRuntimeError(f"[TABLE_OR_VIEW_ALREADY_EXISTS] {name}")
             self.tables[name] = FakeTable(view=True)
             return
+        m = re.match(r"ALTER VIEW (\S+) AS\n", s)
+        if m:
+            name = _unquote(m.group(1))
+            if name not in self.tables or not self.tables[name].view:
+                raise DbtRuntimeError(f"[TABLE_OR_VIEW_NOT_FOUND] {name}")
+            return
         m = re.match(r"CREATE TABLE (IF NOT EXISTS )?(\S+)", s)
         if m:
             name = _unquote(m.group(2))

@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
-from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable.cumulative import STAMP_COLUMN, Cumulative, options_digest
 from dbt.adapters.chaintable.options import (
@@ -239,13 +238,12 @@ class Catalog:
     def partitions(self, relation: Any, partition_by: Sequence[str]) -> list[Values]:
         return [parse_partition_path(p, partition_by) for p in self.partition_paths(relation)]
 
-    def partition_versions(self, relation: Any) -> list[str] | None:
+    def partition_versions(self, relation: BaseRelation) -> list[str] | None:
         """The values of a one-column partitioned table's partitions (the mapping table's
         versions), None when it does not exist."""
-        try:
-            return [p.split("=", 1)[1] for p in self.partition_paths(relation)]
-        except DbtRuntimeError:
+        if not self.exists(relation):  # asked first: see cumulative_partitions
             return None
+        return [p.split("=", 1)[1] for p in self.partition_paths(relation)]
 
     def formatted(
         self, relation: Any, columns: Sequence[str] = (), values: Sequence[str] = ()
@@ -277,18 +275,30 @@ class Catalog:
     # ---- a chain table ------------------------------------------------------------------------
     def load(self, relation: BaseRelation) -> Loaded:
         tables = ChainTables.of(relation)
-        if not self.exists(tables.snapshot):
+        snapshot, cumulative = name_of(tables.snapshot), name_of(tables.cumulative)
+        names = self.names_like(schema_of(tables.snapshot), f"{snapshot}|{cumulative}")
+        if snapshot.lower() not in names:
             raise ChainConfigError(
                 f"'{relation}' is not a chain table: {tables.snapshot} does not exist "
                 "(run the chain_incremental model first)"
             )
-        return self.loaded(tables, self.properties(tables.snapshot), self.describe(tables.snapshot))
+        return self.loaded(
+            tables,
+            self.properties(tables.snapshot),
+            self.describe(tables.snapshot),
+            cumulative_exists=cumulative.lower() in names,
+        )
 
     def loaded(
-        self, tables: ChainTables, props: Mapping[str, str], columns: Sequence[tuple[str, str]]
+        self,
+        tables: ChainTables,
+        props: Mapping[str, str],
+        columns: Sequence[tuple[str, str]],
+        cumulative_exists: bool | None = None,
     ) -> Loaded:
         """The chain's state from its properties and columns (already read) and both branches'
-        partitions (listed now)."""
+        partitions (listed now). `cumulative_exists`: whether the cumulative delta's table
+        exists, when a listing already said so."""
         opts = ChainOptions.from_properties(str(tables.snapshot), props)
         return Loaded(
             tables,
@@ -297,17 +307,18 @@ class Catalog:
             dict(props),
             tuple(self.partitions(tables.snapshot, opts.partition_by)),
             tuple(self.partitions(tables.delta, opts.partition_by)),
-            self.cumulative_partitions(tables, opts),
+            self.cumulative_partitions(tables, opts, cumulative_exists),
         )
 
     def cumulative_partitions(
-        self, tables: ChainTables, opts: ChainOptions
+        self, tables: ChainTables, opts: ChainOptions, exists: bool | None = None
     ) -> tuple[Values, ...] | None:
-        """The cumulative delta's partitions (values + stamp), None when it does not exist."""
-        try:
-            paths = self.partition_paths(tables.cumulative)
-        except DbtRuntimeError:
+        """The cumulative delta's partitions (values + stamp), None when it does not exist.
+        Existence is asked first (or given): SHOW PARTITIONS of a missing table would fail, and
+        Spark logs every failed statement with its stack trace."""
+        if not (self.exists(tables.cumulative) if exists is None else exists):
             return None
+        paths = self.partition_paths(tables.cumulative)
         return tuple(parse_partition_path(p, [*opts.partition_by, STAMP_COLUMN]) for p in paths)
 
     # ---- properties of the snapshot branch ----------------------------------------------------

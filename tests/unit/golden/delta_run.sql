@@ -31,7 +31,7 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
-SHOW PARTITIONS s.t__cumulative
+SHOW TABLES IN s LIKE 't__cumulative'
 ;
 INSERT OVERWRITE TABLE s.t__chain_stage PARTITION (`region` = 'US', `dt` = '20250111') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
 ;
@@ -51,6 +51,8 @@ PARTITIONED BY (`region`, `dt`, `ct__stamp`)
 INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region`, `dt`, `ct__stamp`)
 SELECT `id`, `v`, `op`, `seq`, `region`, '20250111' AS `dt`, CASE WHEN (`region` = 'CN') THEN '5b0c6071000f6a0e' WHEN (`region` = 'US') THEN '91212fe6f818632b' END AS `ct__stamp` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250109', '20250110')) OR (`region` IN ('CN', 'US') AND `dt` = '20250111') OR (`region` = 'US' AND `dt` IN ('20250102', '20250103', '20250104'))) __e UNION ALL SELECT /*+ BROADCAST(__t) */ __a.`id`, NULL AS `v`, NULL AS `op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108') OR (`region` = 'US' AND `dt` = '20250101')) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250109', '20250110')) OR (`region` IN ('CN', 'US') AND `dt` = '20250111') OR (`region` = 'US' AND `dt` IN ('20250102', '20250103', '20250104'))) __dk) __t ON __a.`id` = __t.`id` AND __a.`region` = __t.`region`) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_anchor) __b
 ;
+SHOW TABLES IN s LIKE 't__cumulative'
+;
 SHOW PARTITIONS s.t__cumulative
 ;
 INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250111', `ct__stamp` = '5b0c6071000f6a0e') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
@@ -60,6 +62,8 @@ INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'US', `dt` = '20250
 CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)
 ;
 INSERT INTO s.t__chain_map PARTITION (`ct__version` = 'RUN0002') VALUES ('CN', '20250102', '20250101', 'snapshot'), ('CN', '20250102', '20250102', 'delta'), ('US', '20250102', '20250101', 'snapshot'), ('US', '20250102', '20250102', 'delta'), ('CN', '20250103', '20250101', 'snapshot'), ('CN', '20250103', '20250102', 'delta'), ('CN', '20250103', '20250103', 'delta'), ('US', '20250103', '20250101', 'snapshot'), ('US', '20250103', '20250102', 'delta'), ('US', '20250103', '20250103', 'delta'), ('CN', '20250104', '20250101', 'snapshot'), ('CN', '20250104', '20250102', 'delta'), ('CN', '20250104', '20250103', 'delta'), ('CN', '20250104', '20250104', 'delta'), ('US', '20250104', '20250101', 'snapshot'), ('US', '20250104', '20250102', 'delta'), ('US', '20250104', '20250103', 'delta'), ('US', '20250104', '20250104', 'delta'), ('CN', '20250105', '20250101', 'snapshot'), ('CN', '20250105', '20250102', 'delta'), ('CN', '20250105', '20250103', 'delta'), ('CN', '20250105', '20250104', 'delta'), ('CN', '20250105', '20250105', 'delta'), ('CN', '20250106', '20250101', 'snapshot'), ('CN', '20250106', '20250102', 'delta'), ('CN', '20250106', '20250103', 'delta'), ('CN', '20250106', '20250104', 'delta'), ('CN', '20250106', '20250105', 'delta'), ('CN', '20250106', '20250106', 'delta'), ('CN', '20250107', '20250101', 'snapshot'), ('CN', '20250107', '20250102', 'delta'), ('CN', '20250107', '20250103', 'delta'), ('CN', '20250107', '20250104', 'delta'), ('CN', '20250107', '20250105', 'delta'), ('CN', '20250107', '20250106', 'delta'), ('CN', '20250107', '20250107', 'delta'), ('CN', '20250109', '20250108', 'snapshot'), ('CN', '20250109', '20250109', 'delta')
+;
+SHOW TABLES IN s LIKE 't'
 ;
 CREATE OR REPLACE VIEW s.t WITH SCHEMA EVOLUTION AS
 SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE NOT coalesce(`dt` <= '20250109', false) AND NOT ((`region`, `dt`) IN (('CN', '20250110'), ('CN', '20250111'), ('US', '20250111')))
@@ -78,7 +82,7 @@ SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` 
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0002 592d9f0f142d3a6e')
 ;
-SHOW TABLES IN s LIKE 't__snapshot'
+SHOW TABLES IN s LIKE 't__snapshot|t__cumulative'
 ;
 SHOW TBLPROPERTIES s.t__snapshot
 ;
@@ -92,11 +96,15 @@ SHOW PARTITIONS s.t__cumulative
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.history-start' = '{"region=CN":"dt=20250108"}')
 ;
+SHOW TABLES IN s LIKE 't__chain_map'
+;
 SHOW PARTITIONS s.t__chain_map
 ;
 INSERT INTO s.t__chain_map PARTITION (`ct__version` = 'RUN0003') VALUES ('US', '20250102', '20250101', 'snapshot'), ('US', '20250102', '20250102', 'delta'), ('US', '20250103', '20250101', 'snapshot'), ('US', '20250103', '20250102', 'delta'), ('US', '20250103', '20250103', 'delta'), ('US', '20250104', '20250101', 'snapshot'), ('US', '20250104', '20250102', 'delta'), ('US', '20250104', '20250103', 'delta'), ('US', '20250104', '20250104', 'delta'), ('CN', '20250109', '20250108', 'snapshot'), ('CN', '20250109', '20250109', 'delta')
 ;
-CREATE OR REPLACE VIEW s.t WITH SCHEMA EVOLUTION AS
+SHOW TABLES IN s LIKE 't'
+;
+ALTER VIEW s.t AS
 SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE NOT coalesce(`dt` <= '20250109', false) AND NOT ((`region`, `dt`) IN (('CN', '20250110'), ('CN', '20250111'), ('US', '20250111')))
 UNION ALL
 SELECT __s.`id`, __s.`v`, __s.`op`, __s.`seq`, __s.`region`, __s.`dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE coalesce(`dt` <= '20250109', false) AND NOT ((`region`, `dt`) IN (('CN', '20250110'), ('CN', '20250111'), ('US', '20250111')))) __s LEFT ANTI JOIN (SELECT DISTINCT `region`, `ct__target_dt` FROM (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003')) __x ON __s.`region` = __x.`region` AND __s.`dt` = __x.`ct__target_dt`

@@ -2,7 +2,7 @@ CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.operation' = 'drop_c
 ;
 SHOW TABLES IN s LIKE 't__chain_*'
 ;
-SHOW TABLES IN s LIKE 't__snapshot'
+SHOW TABLES IN s LIKE 't__snapshot|t__cumulative'
 ;
 SHOW TBLPROPERTIES s.t__snapshot
 ;
@@ -12,11 +12,11 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
-SHOW PARTITIONS s.t__cumulative
-;
 CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)
 ;
 INSERT INTO s.t__chain_map PARTITION (`ct__version` = 'RUN0001') VALUES ('US', '20250102', '20250101', 'snapshot'), ('US', '20250102', '20250102', 'delta'), ('CN', '20250103', '20250101', 'snapshot'), ('CN', '20250103', '20250103', 'delta'), ('US', '20250103', '20250101', 'snapshot'), ('US', '20250103', '20250102', 'delta'), ('US', '20250103', '20250103', 'delta'), ('CN', '20250104', '20250101', 'snapshot'), ('CN', '20250104', '20250103', 'delta'), ('CN', '20250104', '20250104', 'delta'), ('US', '20250104', '20250101', 'snapshot'), ('US', '20250104', '20250102', 'delta'), ('US', '20250104', '20250103', 'delta'), ('US', '20250104', '20250104', 'delta'), ('CN', '20250105', '20250101', 'snapshot'), ('CN', '20250105', '20250103', 'delta'), ('CN', '20250105', '20250104', 'delta'), ('CN', '20250105', '20250105', 'delta'), ('CN', '20250106', '20250101', 'snapshot'), ('CN', '20250106', '20250103', 'delta'), ('CN', '20250106', '20250104', 'delta'), ('CN', '20250106', '20250105', 'delta'), ('CN', '20250106', '20250106', 'delta'), ('CN', '20250107', '20250101', 'snapshot'), ('CN', '20250107', '20250103', 'delta'), ('CN', '20250107', '20250104', 'delta'), ('CN', '20250107', '20250105', 'delta'), ('CN', '20250107', '20250106', 'delta'), ('CN', '20250107', '20250107', 'delta')
+;
+SHOW TABLES IN s LIKE 't'
 ;
 CREATE OR REPLACE VIEW s.t WITH SCHEMA EVOLUTION AS
 SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE NOT coalesce(`dt` <= '20250107', false) AND NOT ((`region`, `dt`) IN (('CN', '20250109'), ('CN', '20250110')))

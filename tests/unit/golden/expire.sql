@@ -2,7 +2,7 @@ CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.operation' = 'expire
 ;
 SHOW TABLES IN s LIKE 't__chain_*'
 ;
-SHOW TABLES IN s LIKE 't__snapshot'
+SHOW TABLES IN s LIKE 't__snapshot|t__cumulative'
 ;
 SHOW TBLPROPERTIES s.t__snapshot
 ;
@@ -12,13 +12,13 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
-SHOW PARTITIONS s.t__cumulative
-;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.history-start' = '{"region=CN":"dt=20250108"}')
 ;
 CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)
 ;
 INSERT INTO s.t__chain_map PARTITION (`ct__version` = 'RUN0001') VALUES ('US', '20250102', '20250101', 'snapshot'), ('US', '20250102', '20250102', 'delta'), ('US', '20250103', '20250101', 'snapshot'), ('US', '20250103', '20250102', 'delta'), ('US', '20250103', '20250103', 'delta'), ('US', '20250104', '20250101', 'snapshot'), ('US', '20250104', '20250102', 'delta'), ('US', '20250104', '20250103', 'delta'), ('US', '20250104', '20250104', 'delta')
+;
+SHOW TABLES IN s LIKE 't'
 ;
 CREATE OR REPLACE VIEW s.t WITH SCHEMA EVOLUTION AS
 SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE NOT coalesce(`dt` <= '20250104', false) AND NOT ((`region`, `dt`) IN (('CN', '20250109'), ('CN', '20250110')))

@@ -45,11 +45,26 @@ def build_sql(
     state holds, so only the deltas' keys are looked up, and the anchor rows go in as stand-ins
     with only the columns that rank them (key, chain and sequence columns: a narrow scan of the
     anchor). A key whose anchor row wins gets no row, so the read keeps the anchor's row; the
-    next day's build looks that key up again if its delta has it."""
+    next day's build looks that key up again if its delta has it.
+
+    State rows whose key the deltas do not have are passed through as they are (an anti join
+    against the deltas' keys, broadcast): only the changed keys are ranked, not the whole state
+    (the state grows with the chain, the day's changes do not)."""
     keys = list(opts.merge_keys)
     pick_one = opts.merge_engine in ("deduplicate", "first-row")
     inputs = [f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e"]
+    passed = None
     if state_sql is not None:
+        touched = _distinct_keys(keys, delta_sql)
+        on = _on(keys, "__s", "__t")
+        passed = (
+            f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
+            f"LEFT ANTI JOIN {touched} __t ON {on}"
+        )
+        state_sql = (
+            f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
+            f"LEFT SEMI JOIN {touched} __t ON {on}"
+        )
         # a live state row is merged state (like an anchor row: a count carries its value); a
         # tombstone is the retraction that removed the key. deduplicate and first-row count
         # nothing: there ANCHOR marks the stand-ins only
@@ -75,7 +90,7 @@ def build_sql(
             f"FROM ({anchor_sql}) __a LEFT SEMI JOIN {lookup} __t "
             f"ON {_on(keys, '__a', '__t')}"
         )
-    return _merge(
+    merged = _merge(
         opts,
         columns,
         " UNION ALL ".join(inputs),
@@ -84,6 +99,7 @@ def build_sql(
         keep_deletes=True,
         drop_anchor=pick_one,
     )
+    return merged if passed is None else f"{passed} UNION ALL {merged}"
 
 
 def read_sql(

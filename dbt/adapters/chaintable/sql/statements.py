@@ -110,6 +110,10 @@ def replace_view(relation: str, sql: str, clause: str = "") -> str:
     return f"CREATE OR REPLACE VIEW {relation}{clause} AS\n{sql}"
 
 
+def alter_view(relation: str, sql: str) -> str:
+    return f"ALTER VIEW {relation} AS\n{sql}"
+
+
 def create_lock_view(relation: str, props: Mapping[str, str]) -> str:
     """A view that exists while a writer holds the chain (the metastore refuses a second one)."""
     return f"CREATE VIEW {relation} TBLPROPERTIES ({properties_sql(props)}) AS SELECT 1 AS locked"
