@@ -127,3 +127,21 @@ def test_which_merges_can_be_built_from_the_day_before():
     assert not C.needs_anchor(opts()) and not C.needs_anchor(opts(rowkind_field="k"))
     assert C.needs_anchor(opts(sequence_field="s"))
     assert C.needs_anchor(opts(merge_engine="first-row"))
+
+
+def test_a_write_in_place_makes_the_kept_partitions_of_compacted_days_stale():
+    # 03 compacted (snapshot 01 and 03): C(03) is kept for compaction with overwrite, and its
+    # delta-only read is anchor 01 + deltas 02, 03
+    compacted = state([("x", "01"), ("x", "03")], S.deltas)
+    kept = [("x", "03")]
+    delta_only_plan = compacted.plan_read(("x",), ("03",), use_snapshot=False)
+    parts = [("x", "03", C.stamp(delta_only_plan, DIGEST))]
+    cum = C.Cumulative(compacted, parts, DIGEST)
+    assert cum.garbage() == []
+    assert cum.kept_affected("snapshot", [("x", "01")]) == parts  # the anchor rewritten
+    assert cum.kept_affected("delta", [("x", "02")]) == parts  # a delta of its read rewritten
+    assert cum.kept_affected("delta", [("x", "03")]) == parts
+    assert cum.kept_affected("delta", [("x", "01")]) == []  # not a delta of its read
+    assert cum.kept_affected("snapshot", [("x", "03")]) == []  # its own snapshot: no input
+    assert cum.kept_affected("delta", [("x", "04"), ("y", "02")]) == []  # later, other groups
+    assert kept == [p[:2] for p in parts]

@@ -30,6 +30,11 @@ class Accumulator:
         the newest day, serves nothing it feeds and costs nothing here."""
         if not loaded.cumulative:
             return loaded
+        kept = loaded.cumulative_of().kept_affected(branch, written)
+        if kept:  # no view reads them: dropped at once
+            self.run(cumulative_sql.drop(loaded.renderer(), kept))
+            gone = set(kept)
+            loaded = loaded.with_cumulative([c for c in loaded.cumulative if c not in gone])
         future = loaded.with_published(branch, written)
         affected = set(future.cumulative_of().affected(written))
         served = loaded.serving(loaded.state().delta_only())

@@ -153,6 +153,28 @@ class Cumulative:
                 out.append(plan.group + plan.chain)
         return out
 
+    def kept_affected(self, branch: str, written: Iterable[Values]) -> list[Values]:
+        """C partitions (values + stamp) kept for compacted days (see `garbage`) whose
+        delta-only read has one of the `written` partitions of `branch` as a delta or as its
+        anchor: a write in place of those makes them stale under the same stamp, and
+        compaction with overwrite would read them."""
+        written = {tuple(p) for p in written}
+        out = []
+        for part, stamps in sorted(self.stored.items()):
+            if part not in self.state.snapshots:
+                continue  # a delta-only day: `affected`
+            group, chain = self.state.split(part)
+            plan = self.state.plan_read(group, chain, use_snapshot=False)
+            if plan is None:
+                continue
+            if branch == "delta":
+                sources = {group + d for d in plan.deltas}
+            else:
+                sources = {group + plan.anchor} if plan.anchor is not None else set()
+            if sources & written:
+                out += [part + (s,) for s in sorted(stamps)]
+        return out
+
     def builds(self, days: Iterable[Values], incremental_ok: bool) -> list[Build]:
         """Builds for `days` (group + chain values of delta-only days), in chain order within
         each group, each from the previous day's C when that one serves or is built before."""

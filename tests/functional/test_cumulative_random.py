@@ -1,0 +1,148 @@
+"""The cumulative delta under random histories through real dbt (docs/design.md#cumulative-delta),
+with crashes: two models over one source, `t` with the cumulative delta and `m` merged on read
+only, take the same random sequence of operations (delta days written, rewritten and
+backfilled, snapshots written by the model, compactions with and without overwrite, delta
+partitions dropped, expiration). Some operations on `t` stop at a failpoint first: right after
+the crash every day of `t` reads as `m` before or as `m` after the operation, and after the
+rerun exactly as `m` after it. After every step every day read through the view equals `m`
+row for row, and so does chain_read of the days the step changed."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_cumulative import chain_reads, state
+
+MODEL = """
+{{{{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
+          sequence_field='seq', rowkind_field='op', chain_partition={{'dt': var('dt')}},
+          chain_branch=var('branch', none),
+          partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',
+          partition_expiration_time='3650 d', cumulative_delta={on}) }}}}
+select id, v, op, seq, dt from {{{{ target.schema }}}}.changes where dt = '{{{{ var("dt") }}}}'
+"""
+DAYS = [f"202509{d:02d}" for d in range(1, 11)]
+COLS = "id, v, seq"
+# the steps of a run, of a compaction, and of the cumulative delta's upkeep around a write
+RUN_POINTS = ["run.staged", "publish.first", "publish.done", "cumulative.unserved", "run.view"]
+RUN_POINTS += ["cumulative.built"]
+COMPACT_POINTS = ["compact.staged", "publish.done", "cumulative.unserved", "cumulative.built"]
+
+
+class Source:
+    """The `changes` table: random rows per day, never the same (key, seq) twice in one day
+    (a run refuses that)."""
+
+    def __init__(self, p, rng: random.Random):
+        self.p, self.rng, self.used = p, rng, set()
+
+    def add(self, day: str, full: bool = False) -> None:
+        rows = []
+        keys = range(1, 13) if full else self.rng.sample(range(1, 15), self.rng.randint(1, 4))
+        for key in keys:
+            seq = self.rng.randint(1, 60)
+            if (day, key, seq) in self.used:
+                continue
+            self.used.add((day, key, seq))
+            op = "+I" if full else self.rng.choice(["+I", "+U", "+U", "-U", "-D"])
+            rows.append(f"({key}, 'v{key}_{seq}_{day[-2:]}', '{op}', {seq}, '{day}')")
+        if rows:
+            self.p.spark.sql(f"INSERT INTO {self.p.schema}.changes VALUES {', '.join(rows)}")
+
+
+def operation(rng: random.Random, written: list[str], deltas: list[str]) -> tuple[str, dict]:
+    """A random operation over the days written so far (`written`) and the days with a delta
+    partition (`deltas`)."""
+    kinds = ["new day", "new day", "rewrite", "backfill", "snapshot", "compact", "drop"]
+    kind = rng.choice(kinds if deltas else ["new day"])
+    later = [d for d in DAYS if d > max(written)]
+    if kind == "new day" or not deltas:
+        return ("run", {"dt": later[0] if later else rng.choice(DAYS[1:])})
+    if kind == "backfill":
+        gaps = [d for d in DAYS if DAYS[0] < d < max(written) and d not in written]
+        return ("run", {"dt": rng.choice(gaps or deltas)})
+    if kind == "rewrite":
+        return ("run", {"dt": rng.choice(deltas)})
+    if kind == "snapshot":
+        return ("run", {"dt": rng.choice(deltas), "branch": "snapshot"})
+    if kind == "compact":
+        args = {"partition": {"dt": rng.choice(deltas)}}
+        return ("compact_chain", {**args, "overwrite": rng.random() < 0.5})
+    return ("drop_chain_partition", {"partition": {"dt": rng.choice(deltas)}, "branch": "delta"})
+
+
+def apply(p, model: str, op: tuple[str, dict], expect_ok: bool = True) -> None:
+    name, args = op
+    if name == "run":
+        p.dbt("run", "--select", model, vars=args, expect_ok=expect_ok)
+    else:
+        p.run_op(name, {"model": model, **args}, expect_ok=expect_ok)
+
+
+def crash(p, op: tuple[str, dict], point: str, monkeypatch) -> bool:
+    """`op` on `t` stopped at `point`; False when the operation never reaches that step (it
+    then ran to its end)."""
+    monkeypatch.setenv("CHAINTABLE_FAILPOINT", point)
+    try:
+        apply(p, "t", op, expect_ok=False)
+        return True
+    except AssertionError as e:
+        assert "unexpectedly succeeded" in str(e)
+        return False
+    finally:
+        monkeypatch.delenv("CHAINTABLE_FAILPOINT")
+
+
+@pytest.mark.parametrize("seed", [7])
+def test_random_histories_with_crashes_read_as_merge_on_read(project, monkeypatch, seed):
+    p, rng = project, random.Random(seed)
+    p.spark.sql(
+        f"CREATE TABLE {p.schema}.changes (id int, v string, op string, seq int, dt string) "
+        "USING parquet"
+    )
+    source = Source(p, rng)
+    source.add(DAYS[0], full=True)
+    p.model("t", MODEL.format(on="true"))
+    p.model("m", MODEL.format(on="false"))
+    for model in ("t", "m"):
+        apply(p, model, ("run", {"dt": DAYS[0]}))
+    written, crashes = [DAYS[0]], 0
+    for step in range(9):
+        deltas = sorted(k.split("=")[1] for k in p.partitions("m__delta"))
+        op = operation(rng, written, deltas)
+        if op[0] == "run":
+            source.add(op[1]["dt"])
+        before = state(p, "m", COLS)
+        points = RUN_POINTS if op[0] == "run" else COMPACT_POINTS
+        point = rng.choice(points) if op[0] != "drop_chain_partition" and step % 2 else None
+        if point and not crash(p, op, point, monkeypatch):
+            point = None  # ran to its end: applied below again, as a rerun
+        if point:
+            crashed = state(p, "t", COLS)
+        apply(p, "m", op)
+        after = state(p, "m", COLS)
+        if point:
+            crashes += 1
+            for part, rows in crashed.items():
+                assert rows in (before.get(part), after.get(part)), (step, op, point, part)
+        apply(p, "t", op)
+        assert state(p, "t", COLS) == after, (step, op, point)
+        changed = sorted(k.split("=")[1] for k in after if after[k] != before.get(k))
+        assert chain_reads(p, "t", changed[:2]) == chain_reads(p, "m", changed[:2]), (step, op)
+        if op[0] == "run" and op[1]["dt"] not in written:
+            written.append(op[1]["dt"])
+    assert crashes >= 2
+    # expiration (every day older than 3650 days before `now`, as far as chains allow), once
+    # the snapshots that rewritten deltas left stale are compacted again (until then
+    # expiration keeps every day)
+    for day in sorted(k.split("=")[1] for k in p.partitions("m__snapshot")):
+        for model in ("t", "m"):
+            args = {"model": model, "partition": {"dt": day}, "overwrite": True}
+            p.run_op("compact_chain", args)
+    assert state(p, "t", COLS) == state(p, "m", COLS)
+    before = state(p, "m", COLS)
+    for model in ("t", "m"):
+        p.run_op("expire_chain", {"model": model, "now": "2045-01-01 00:00:00"})
+    assert state(p, "t", COLS) == state(p, "m", COLS)
+    assert len(state(p, "m", COLS)) < len(before)
