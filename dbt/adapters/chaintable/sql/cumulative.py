@@ -53,9 +53,9 @@ def build_sql(
     keys = list(opts.merge_keys)
     pick_one = opts.merge_engine in ("deduplicate", "first-row")
     inputs = [f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e"]
+    touched = _distinct_keys(keys, delta_sql)  # the day's changed keys
     passed = None
     if state_sql is not None:
-        touched = _distinct_keys(keys, delta_sql)
         on = _on(keys, "__s", "__t")
         passed = (
             f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
@@ -73,7 +73,7 @@ def build_sql(
             f"SELECT {cols_sql(columns)}, {state_flag} AS {ANCHOR} FROM ({state_sql}) __s"
         )
     if anchor_sql is not None:
-        lookup = _distinct_keys(keys, delta_sql)
+        lookup = touched
         if state_sql is not None and not pick_one:
             lookup = (
                 f"(SELECT * FROM {lookup} __n LEFT ANTI JOIN "
