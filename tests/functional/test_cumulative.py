@@ -159,3 +159,41 @@ def test_every_change_keeps_reads_equal_to_merge_on_read(twins):
     p.dbt("run", vars={"dt": DAYS[1]})
     same(p, "id, v, w")
     assert served(p) == DAYS[1:2]
+
+
+def test_a_cumulative_table_without_the_mask_column_is_altered_and_rebuilt(twins):
+    """A t__cumulative created before it had the mask column (docs/design.md, mask rows): the
+    next run adds the column, records it, and serves the new day from partitions with masks."""
+    p = twins
+    c = f"{p.schema}.t__cumulative"
+    p.spark.sql(f"DROP TABLE {c}")
+    p.spark.sql(
+        f"CREATE TABLE {c} (id int, v string, op string, seq int, dt string, ct__stamp string) "
+        "USING parquet PARTITIONED BY (dt, ct__stamp)"
+    )
+    p.spark.sql(
+        f"ALTER TABLE {p.schema}.t__snapshot UNSET TBLPROPERTIES ('chaintable.cumulative-layout')"
+    )
+    p.dbt("run", vars={"dt": DAYS[4]})
+    assert "ALTER TABLE" in p.log_text() and "ADD COLUMNS (`ct__mask` bigint)" in p.log_text()
+    assert [r[0] for r in p.spark.sql(f"DESCRIBE {c}").collect()][:6] == [
+        "id",
+        "v",
+        "op",
+        "seq",
+        "ct__mask",
+        "dt",
+    ]
+    props = dict(p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__snapshot").collect())
+    assert props["chaintable.cumulative-layout"] == "mask"
+    same(p)
+    assert served(p) == DAYS[4:5]
+    # every key of the day's partition lies in block 0 (ids 1-25): one mask, their bits
+    ids = [r[0] for r in p.rows(f"select id from {c}")]
+    assert len(ids) >= 10 and max(ids) < 64
+    assert p.rows(f"select min(id), ct__mask from {c} where ct__mask is not null group by 2") == [
+        (min(ids), sum(1 << i for i in ids))
+    ]
+    p.dbt("run", vars={"dt": DAYS[4]})  # again: nothing left to alter
+    assert "ADD COLUMNS" not in p.log_text()
+    same(p)

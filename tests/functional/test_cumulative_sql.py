@@ -25,6 +25,8 @@ COLUMNS = [
     ("g", "string"),
     ("dt", "string"),
 ]
+# keys across several blocks of the mask rows (cumulative.mask_key), negative ones too
+KEYS = (-65, -64, -1, 0, 1, 63, 64, 127, 128, 2147483647)
 DAYS = [f"2025010{d}" for d in range(1, 6)]  # 0101 the anchor, then four delta days
 GROUPS = ("x", "y")
 
@@ -71,12 +73,15 @@ def options(case: str) -> ChainOptions:
     )
 
 
-def rows_for(rng: random.Random, opts: ChainOptions, day: str, anchor: bool) -> list[tuple]:
+def rows_for(
+    rng: random.Random, opts: ChainOptions, day: str, anchor: bool, key_type: str
+) -> list[tuple]:
     """Random rows of one day: a few keys, several rows per key with distinct sequence values
     (the same sequence twice for one key in one partition is refused before a write)."""
     out = []
     for g in GROUPS:
-        for key in rng.sample(range(1, 9), 8 if anchor else rng.randint(0, 4)):
+        for k in rng.sample(KEYS, 8 if anchor else rng.randint(0, 4)):
+            key = k if key_type == "int" else f"k{k}"
             n = (
                 1
                 if anchor or not (opts.sequence_field or opts.rowkind_field)
@@ -129,22 +134,30 @@ def collect(spark, sql: str) -> list[tuple]:
     )
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_reads_through_the_cumulative_delta_equal_merge_on_read(spark, schema, case):
+# an integral key is read through mask rows, another through its keys (cumulative.mask_key)
+PARAMS = [(c, "int") for c in sorted(CASES)] + [
+    (c, "string") for c in ("dedupe-seq", "first-row", "partial-update", "aggregation-seq")
+]
+
+
+@pytest.mark.parametrize("case,key_type", PARAMS)
+def test_reads_through_the_cumulative_delta_equal_merge_on_read(spark, schema, case, key_type):
     rng = random.Random(case)
     opts = options(case)
-    cols = [c for c, _ in COLUMNS]
-    types = dict(COLUMNS)
-    defs = ", ".join(f"{c} {t}" for c, t in COLUMNS)
+    columns = [(c, key_type if c == "id" else t) for c, t in COLUMNS]
+    cols = [c for c, _ in columns]
+    types = dict(columns)
+    assert cumulative.mask_key(opts, types) == ("id" if key_type == "int" else None)
+    defs = ", ".join(f"{c} {t}" for c, t in columns)
     tables = {b: f"{schema}.t__{b}" for b in ("snapshot", "delta", "cumulative")}
     for b in ("snapshot", "delta"):
         spark.sql(f"CREATE TABLE {tables[b]} ({defs}) USING parquet PARTITIONED BY (g, dt)")
     r = Renderer(opts, cols, types, tables["snapshot"], tables["delta"], tables["cumulative"])
     spark.sql(cumulative_sql.create(r))
-    insert(spark, tables["snapshot"], rows_for(rng, opts, DAYS[0], anchor=True))
+    insert(spark, tables["snapshot"], rows_for(rng, opts, DAYS[0], anchor=True, key_type=key_type))
     deltas = []
     for day in DAYS[1:]:
-        insert(spark, tables["delta"], rows_for(rng, opts, day, anchor=False))
+        insert(spark, tables["delta"], rows_for(rng, opts, day, anchor=False, key_type=key_type))
         deltas += [(g, day) for g in GROUPS]
     state = ChainState.build(opts, [(g, DAYS[0]) for g in GROUPS], deltas, types)
     digest = cumulative.options_digest(opts, cols)
@@ -170,8 +183,22 @@ def test_reads_through_the_cumulative_delta_equal_merge_on_read(spark, schema, c
             plans = state.plan_partition_read({"dt": day})
             serving = {p.group + p.chain: cumulative.stamp(p, digest) for p in plans}
             expected = collect(spark, r.merged((day,), plans))
-            got = collect(spark, r.merged((day,), plans, serving=serving))
+            served = r.merged((day,), plans, serving=serving)
+            assert ("shiftright" in served) == (key_type == "int")
+            got = collect(spark, served)
             assert got == expected, (mode, day)
+            if key_type == "int":  # one mask per block of a partition's keys, its keys' bits
+                masks = collect(
+                    spark,
+                    f"SELECT g, id >> 6, ct__mask FROM {tables['cumulative']} "
+                    f"WHERE dt = '{day}' AND ct__mask IS NOT NULL",
+                )
+                keys = collect(
+                    spark,
+                    f"SELECT g, id >> 6, bit_or(shiftleft(1L, CAST(id & 63 AS INT))) "
+                    f"FROM {tables['cumulative']} WHERE dt = '{day}' GROUP BY g, id >> 6",
+                )
+                assert masks == keys, (mode, day)
         if mode == "incremental":
             spark.sql(f"TRUNCATE TABLE {tables['cumulative']}")
             spark.sql(

@@ -49,6 +49,21 @@ class Accumulator:
         safety.failpoint("cumulative.unserved")
         return loaded
 
+    def _ensure_table(self, loaded: Loaded) -> Loaded:
+        """t__cumulative exists with the mask column (cumulative.MASK_COLUMN); t__snapshot
+        records that, so a daily run reads nothing more to know it."""
+        if loaded.props.get(cumulative.P_LAYOUT) == cumulative.LAYOUT:
+            return loaded
+        renderer, tables = loaded.renderer(), loaded.tables
+        if loaded.cumulative is None:
+            self.run(cumulative_sql.create(renderer))
+        elif cumulative.MASK_COLUMN not in {
+            c.lower() for c, _ in self.catalog.describe(tables.cumulative)
+        }:
+            self.run(cumulative_sql.add_mask_column(renderer))
+        self.catalog.set_properties(tables.snapshot, {cumulative.P_LAYOUT: cumulative.LAYOUT})
+        return loaded.with_props({cumulative.P_LAYOUT: cumulative.LAYOUT})
+
     def after_write(self, loaded: Loaded, written: Sequence[Values]) -> Loaded:
         """Build the cumulative partitions of the days `written` feeds (`loaded` is the catalog
         after the publish). A failed build leaves those days read by merge: the write stays."""
@@ -63,8 +78,7 @@ class Accumulator:
         builds = cum.builds(days, incremental)
         built = sum(1 for b in builds if b.previous is not None)
         try:
-            if loaded.cumulative is None:
-                self.run(cumulative_sql.create(renderer))
+            loaded = self._ensure_table(loaded)
             for chain in sorted({b.plan.chain for b in builds}, key=loaded.state().sort_key):
                 todo = [b for b in builds if b.plan.chain == chain]
                 self.run(cumulative_sql.build(renderer, chain, todo, cumulative.needs_anchor(opts)))

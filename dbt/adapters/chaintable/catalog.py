@@ -9,7 +9,7 @@ from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 
-from dbt.adapters.chaintable.cumulative import STAMP_COLUMN, Cumulative, options_digest
+from dbt.adapters.chaintable.cumulative import STAMP_COLUMN, Cumulative, mask_key, options_digest
 from dbt.adapters.chaintable.options import (
     P_HISTORY_START,
     P_STALE,
@@ -178,7 +178,7 @@ class Loaded:
         return Cumulative(
             state or self.state(),
             self.cumulative or (),
-            options_digest(self.opts, self.column_names),
+            options_digest(self.opts, self.column_names, mask_key(self.opts, self.types)),
         )
 
     def serving(

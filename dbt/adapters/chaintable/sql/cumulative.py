@@ -7,7 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from dbt.adapters.chaintable.cumulative import STAMP_COLUMN, Build
+from dbt.adapters.chaintable.cumulative import (
+    MASK_COLUMN,
+    MASK_SHIFT,
+    STAMP_COLUMN,
+    Build,
+    mask_key,
+)
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import ReadPlan, Values
 from dbt.adapters.chaintable.sql import statements
@@ -108,11 +114,22 @@ def read_sql(
     anchor_sql: str | None,
     cumulative_sql: str,
     keys_sql: str,
+    mask: str | None = None,
 ) -> str:
     """A day's full state from its anchor and its cumulative delta: the anchor rows whose key the
     cumulative delta does not hold (its keys, one row each, from `keys_sql`, broadcast), and its
-    live rows."""
-    return " UNION ALL ".join(read_parts(opts, columns, anchor_sql, cumulative_sql, keys_sql))
+    live rows. With `mask` (cumulative.mask_key) `keys_sql` gives C's mask rows instead."""
+    return " UNION ALL ".join(read_parts(opts, columns, anchor_sql, cumulative_sql, keys_sql, mask))
+
+
+def block(column_sql: str) -> str:
+    """The block of 64 key values a key falls in (its mask row's key)."""
+    return f"shiftright(CAST({column_sql} AS BIGINT), {MASK_SHIFT})"
+
+
+def bit(column_sql: str) -> str:
+    """A key's bit in its block's mask."""
+    return f"shiftleft(1L, CAST(CAST({column_sql} AS BIGINT) & {2**MASK_SHIFT - 1} AS INT))"
 
 
 def read_parts(
@@ -121,17 +138,29 @@ def read_parts(
     anchor_sql: str | None,
     cumulative_sql: str,
     keys_sql: str,
+    mask: str | None = None,
 ) -> list[str]:
     """`read_sql` as the SELECTs of its UNION ALL."""
     keys = list(opts.merge_keys)
     live = f"SELECT {cols_sql(columns)} FROM ({cumulative_sql}) __c WHERE NOT {is_retract(opts)}"
     if anchor_sql is None:
         return [live]
+    if mask is None:
+        on = _on(keys, "__a", "__k")
+        kept = cols_sql(keys) or "true AS __chain_any"
+    else:
+        groups = [k for k in keys if k.lower() != mask.lower()]
+        on = " AND ".join(
+            [
+                *(f"__a.{q(g)} = __k.{q(g)}" for g in groups),
+                f"{block('__a.' + q(mask))} = {block('__k.' + q(mask))}",
+                f"(__k.{q(MASK_COLUMN)} & {bit('__a.' + q(mask))}) <> 0",
+            ]
+        )
+        kept = cols_sql([*keys, MASK_COLUMN])
     untouched = (
         f"SELECT /*+ BROADCAST(__k) */ {cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
-        f"LEFT ANTI JOIN (SELECT {cols_sql(keys) or 'true AS __chain_any'} "
-        f"FROM ({keys_sql}) __kk) __k "
-        f"ON {_on(keys, '__a', '__k')}"
+        f"LEFT ANTI JOIN (SELECT {kept} FROM ({keys_sql}) __kk) __k ON {on}"
     )
     return [untouched, live]
 
@@ -144,6 +173,10 @@ def _where(r: Renderer, parts: Mapping[Values, str]) -> str:
     return f"({r.partitions_predicate(list(parts))}) AND {q(STAMP_COLUMN)} IN ({stamps})"
 
 
+def _mask(r: Renderer) -> str | None:
+    return mask_key(r.opts, r.types)
+
+
 def select(r: Renderer, parts: Mapping[Values, str]) -> str:
     return f"SELECT {cols_sql(r.columns)} FROM {r.cumulative} WHERE {_where(r, parts)}"
 
@@ -153,21 +186,36 @@ def read(r: Renderer, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) 
     SELECTs of a UNION ALL."""
     parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
     anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
-    keys = (
-        f"SELECT {cols_sql(r.opts.merge_keys) or '1'} FROM {r.cumulative} WHERE {_where(r, parts)}"
-    )
+    mask = _mask(r)
+    if mask is None:
+        keys = f"SELECT {cols_sql(r.opts.merge_keys) or '1'} FROM {r.cumulative} WHERE "
+    else:  # the first key of each block, with the block's mask
+        keys = f"SELECT {cols_sql([*r.opts.merge_keys, MASK_COLUMN])} FROM {r.cumulative} WHERE "
+        keys += f"{q(MASK_COLUMN)} IS NOT NULL AND "
     return read_parts(
         r.opts,
         r.columns,
         r.select(r.snapshot, anchors) if anchors else None,
         select(r, parts),
-        keys,
+        keys + _where(r, parts),
+        mask,
     )
 
 
 def columns(r: Renderer) -> list[tuple[str, str]]:
-    """The table's columns (table order) and the stamp, the last partition column."""
-    return [(c, r.type_of(c)) for c in r.columns] + [(STAMP_COLUMN, "string")]
+    """The table's data columns, the mask column, the table's partition columns and the
+    stamp, the last partition column."""
+    return [
+        *((c, r.type_of(c)) for c in r.data_columns),
+        (MASK_COLUMN, "bigint"),
+        *((c, r.type_of(c)) for c in r.opts.partition_by),
+        (STAMP_COLUMN, "string"),
+    ]
+
+
+def add_mask_column(r: Renderer) -> str:
+    """A t__cumulative created before it had the mask column gets it (NULL in its rows)."""
+    return statements.add_columns(r.cumulative, [(MASK_COLUMN, "bigint")])
 
 
 def create(r: Renderer) -> str:
@@ -199,15 +247,32 @@ def build(r: Renderer, chain: Values, builds: Sequence[Build], with_anchor: bool
     else:
         stamp = literal(builds[0].stamp)
     parts = ", ".join(q(c) for c in [*r.opts.partition_by, STAMP_COLUMN])
+    # by name: columns a schema change adds come after the mask column
+    names = cols_sql([*r.data_columns, MASK_COLUMN, *r.opts.partition_by, STAMP_COLUMN])
+    data, parts_of = cols_sql(r.data_columns), r.relabel(chain, r.opts.partition_by)
+    mask = _mask(r)
+    if mask is None:
+        rows, source = f"{data}, CAST(NULL AS BIGINT)", f"({body}) __b"
+    else:
+        # the first key of each block carries the block's mask (mask_key); one window over
+        # the day's rows
+        window = f"PARTITION BY {', '.join([*(q(g) for g in r.opts.group_keys), block(q(mask))])}"
+        rows = f"{data}, CASE WHEN {q(mask)} = __first THEN __mask END"
+        source = (
+            f"(SELECT *, bit_or({bit(q(mask))}) OVER ({window}) AS __mask, "
+            f"min({q(mask)}) OVER ({window}) AS __first FROM ({body}) __w) __b"
+        )
     return (
-        f"INSERT OVERWRITE TABLE {r.cumulative} PARTITION ({parts})\n"
-        f"SELECT {r.relabel(chain)}, {stamp} AS {q(STAMP_COLUMN)} FROM ({body}) __b"
+        f"INSERT OVERWRITE TABLE {r.cumulative} PARTITION ({parts}) ({names})\n"
+        f"SELECT {rows}, {parts_of}, {stamp} FROM {source}"
     )
 
 
 def empty(r: Renderer, values: Values, stamp: str) -> str:
     """An empty C partition: a day of a group whose deltas changed no key."""
-    nulls = ", ".join(f"CAST(NULL AS {r.type_of(c)}) AS {q(c)}" for c in r.data_columns)
+    nulls = ", ".join(
+        [*(f"CAST(NULL AS {r.type_of(c)}) AS {q(c)}" for c in r.data_columns), "NULL"]
+    )
     spec = spec_sql([*r.opts.partition_by, STAMP_COLUMN], (*values, stamp))
     return f"INSERT OVERWRITE TABLE {r.cumulative} PARTITION ({spec}) SELECT {nulls} WHERE 1 = 0"
 

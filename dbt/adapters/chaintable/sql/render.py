@@ -117,11 +117,13 @@ class Renderer:
             f"SELECT {cols_sql(self.columns)} FROM {table} WHERE {self.partitions_predicate(parts)}"
         )
 
-    def relabel(self, chain: Values) -> str:
-        """Projection that carries the target partition's chain values (rule 5)."""
+    def relabel(self, chain: Values, columns: Sequence[str] | None = None) -> str:
+        """Projection of `columns` (default: all, table order) that carries the target
+        partition's chain values (rule 5)."""
         values = dict(zip(self.opts.chain_keys, chain, strict=False))
         return ", ".join(
-            f"{self.lit(c, values[c])} AS {q(c)}" if c in values else q(c) for c in self.columns
+            f"{self.lit(c, values[c])} AS {q(c)}" if c in values else q(c)
+            for c in (self.columns if columns is None else columns)
         )
 
     # ---- reads ---------------------------------------------------------------------------
