@@ -129,18 +129,34 @@ def collect(spark, sql: str) -> list[tuple]:
     )
 
 
+def chain_tables(spark, schema: str, opts: ChainOptions, columns: list[tuple[str, str]]):
+    """The chain's branches (partitioned by g, dt) and cumulative table, and its Renderer."""
+    defs = ", ".join(f"{c} {t}" for c, t in columns)
+    tables = {b: f"{schema}.t__{b}" for b in ("snapshot", "delta", "cumulative")}
+    for b in ("snapshot", "delta"):
+        spark.sql(f"CREATE TABLE {tables[b]} ({defs}) USING parquet PARTITIONED BY (g, dt)")
+    names = [c for c, _ in columns]
+    r = Renderer(
+        opts, names, dict(columns), tables["snapshot"], tables["delta"], tables["cumulative"]
+    )
+    spark.sql(cumulative_sql.create(r))
+    return tables, r
+
+
+def stored_partitions(spark, table: str) -> list[tuple[str, ...]]:
+    return [
+        tuple(x.split("=", 1)[1] for x in str(p[0]).split("/"))
+        for p in spark.sql(f"SHOW PARTITIONS {table}").collect()
+    ]
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_reads_through_the_cumulative_delta_equal_merge_on_read(spark, schema, case):
     rng = random.Random(case)
     opts = options(case)
     cols = [c for c, _ in COLUMNS]
     types = dict(COLUMNS)
-    defs = ", ".join(f"{c} {t}" for c, t in COLUMNS)
-    tables = {b: f"{schema}.t__{b}" for b in ("snapshot", "delta", "cumulative")}
-    for b in ("snapshot", "delta"):
-        spark.sql(f"CREATE TABLE {tables[b]} ({defs}) USING parquet PARTITIONED BY (g, dt)")
-    r = Renderer(opts, cols, types, tables["snapshot"], tables["delta"], tables["cumulative"])
-    spark.sql(cumulative_sql.create(r))
+    tables, r = chain_tables(spark, schema, opts, COLUMNS)
     insert(spark, tables["snapshot"], rows_for(rng, opts, DAYS[0], anchor=True))
     deltas = []
     for day in DAYS[1:]:
@@ -154,11 +170,7 @@ def test_reads_through_the_cumulative_delta_equal_merge_on_read(spark, schema, c
         case not in ("partial-update-seq", "aggregation-seq", "aggregation-seq-ordered")
     )
     for mode in ("incremental", "scratch"):
-        stored = [
-            tuple(x.split("=", 1)[1] for x in str(p[0]).split("/"))
-            for p in spark.sql(f"SHOW PARTITIONS {tables['cumulative']}").collect()
-        ]
-        cum = cumulative.Cumulative(state, stored, digest)
+        cum = cumulative.Cumulative(state, stored_partitions(spark, tables["cumulative"]), digest)
         builds = cum.builds(list(deltas), incremental and mode == "incremental")
         for day in DAYS[1:]:
             todo = [b for b in builds if b.plan.chain == (day,)]

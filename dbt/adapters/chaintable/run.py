@@ -234,7 +234,7 @@ class RunFlow:
         partitions are published as they are (safety.py). A first run or full refresh stages a
         plain table."""
         cols = self.catalog.describe_query(compiled_code)
-        run.opts.validate_columns(run.model, [c for c, _ in cols])  # before anything is written
+        run.opts.validate_columns(run.model, [c for c, _ in cols], dict(cols))  # first
         # no stage is left over: taking the lock ran the recovery, which drops it
         if not run.publishes:
             self.run(S.create_scratch_as(str(run.tables.stage), compiled_code))
