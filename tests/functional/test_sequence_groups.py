@@ -192,3 +192,32 @@ def test_sequence_groups_with_another_engine_are_refused(project):
         "chain_incremental model 't': sequence_groups needs merge_engine 'partial-update', "
         "not 'deduplicate'"
     ) in p.log_text()
+
+
+def test_a_group_taken_out_of_the_config_leaves_the_stored_options(project):
+    """The options every operation reads from the catalog follow the config: a group and a
+    function taken out of it are removed from both branches' TBLPROPERTIES, so compaction
+    merges as the view does."""
+    p = project
+    cols = "id, a, b, g_1, c, d, g_2"
+    p.table(
+        "changes",
+        "id int, a string, b string, g_1 int, c string, d int, g_2 int, dt string",
+        [(1, "a", "b", 1, "c", 1, 1, DAYS[0]), (1, "a2", None, 2, None, 5, None, DAYS[1])],
+    )
+    first = (
+        "sequence_groups={'g_1': ['a', 'b'], 'g_2': ['c', 'd']}, aggregate_functions={'d': 'sum'}"
+    )
+    for day, groups in ((DAYS[0], first), (DAYS[1], "sequence_groups={'g_1': ['a', 'b']}")):
+        p.model("t", chain_model(f"merge_engine='partial-update', {groups}", cols))
+        p.dbt("run", vars={"dt": day})
+    for branch in ("snapshot", "delta"):
+        props = dict(p.rows(f"show tblproperties {{s}}.t__{branch}"))
+        assert props["fields.g_1.sequence-group"] == "a,b"
+        assert "fields.g_2.sequence-group" not in props
+        assert "fields.d.aggregate-function" not in props
+    # c, d and g_2 are plain columns now: d is the latest value, not a sum
+    reads = read_days(p, "t", cols)
+    assert reads[DAYS[1]] == [(1, "a2", None, 2, "c", 5, 1)]
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": DAYS[1]}})
+    assert read_days(p, "t__snapshot", cols) == reads

@@ -481,6 +481,18 @@ def _check_groups(
             )
 
 
+def dropped_field_options(stored: Mapping[str, str], props: Mapping[str, str]) -> list[str]:
+    """Per-column options (`fields.<...>.<option>`) stored but no longer configured: a group,
+    function or ignore-retract taken out of the config. Setting the new properties leaves them,
+    and a later read of the options from the catalog would bring them back."""
+    suffixes = (P_AGG_SUFFIX, P_RETRACT_SUFFIX, P_GROUP_SUFFIX)
+    return sorted(
+        k
+        for k in stored
+        if k.startswith(P_FIELD_PREFIX) and k.endswith(suffixes) and k not in props
+    )
+
+
 def stale_from_properties(props: Mapping[str, str]) -> dict[str, str]:
     """{partition path of a stale snapshot: partition path of the rewritten delta}."""
     raw = props.get(P_STALE)
