@@ -134,6 +134,27 @@ def collect(spark, sql: str) -> list[tuple]:
     )
 
 
+def chain_tables(spark, schema: str, opts: ChainOptions, columns: list[tuple[str, str]]):
+    """The chain's branches (partitioned by g, dt) and cumulative table, and its Renderer."""
+    defs = ", ".join(f"{c} {t}" for c, t in columns)
+    tables = {b: f"{schema}.t__{b}" for b in ("snapshot", "delta", "cumulative")}
+    for b in ("snapshot", "delta"):
+        spark.sql(f"CREATE TABLE {tables[b]} ({defs}) USING parquet PARTITIONED BY (g, dt)")
+    names = [c for c, _ in columns]
+    r = Renderer(
+        opts, names, dict(columns), tables["snapshot"], tables["delta"], tables["cumulative"]
+    )
+    spark.sql(cumulative_sql.create(r))
+    return tables, r
+
+
+def stored_partitions(spark, table: str) -> list[tuple[str, ...]]:
+    return [
+        tuple(x.split("=", 1)[1] for x in str(p[0]).split("/"))
+        for p in spark.sql(f"SHOW PARTITIONS {table}").collect()
+    ]
+
+
 # an integral key is read through mask rows, another through its keys (cumulative.mask_key)
 PARAMS = [(c, "int") for c in sorted(CASES)] + [
     (c, "string") for c in ("dedupe-seq", "first-row", "partial-update", "aggregation-seq")
@@ -148,12 +169,7 @@ def test_reads_through_the_cumulative_delta_equal_merge_on_read(spark, schema, c
     cols = [c for c, _ in columns]
     types = dict(columns)
     assert cumulative.mask_key(opts, types) == ("id" if key_type == "int" else None)
-    defs = ", ".join(f"{c} {t}" for c, t in columns)
-    tables = {b: f"{schema}.t__{b}" for b in ("snapshot", "delta", "cumulative")}
-    for b in ("snapshot", "delta"):
-        spark.sql(f"CREATE TABLE {tables[b]} ({defs}) USING parquet PARTITIONED BY (g, dt)")
-    r = Renderer(opts, cols, types, tables["snapshot"], tables["delta"], tables["cumulative"])
-    spark.sql(cumulative_sql.create(r))
+    tables, r = chain_tables(spark, schema, opts, columns)
     insert(spark, tables["snapshot"], rows_for(rng, opts, DAYS[0], anchor=True, key_type=key_type))
     deltas = []
     for day in DAYS[1:]:
@@ -167,11 +183,7 @@ def test_reads_through_the_cumulative_delta_equal_merge_on_read(spark, schema, c
         case not in ("partial-update-seq", "aggregation-seq", "aggregation-seq-ordered")
     )
     for mode in ("incremental", "scratch"):
-        stored = [
-            tuple(x.split("=", 1)[1] for x in str(p[0]).split("/"))
-            for p in spark.sql(f"SHOW PARTITIONS {tables['cumulative']}").collect()
-        ]
-        cum = cumulative.Cumulative(state, stored, digest)
+        cum = cumulative.Cumulative(state, stored_partitions(spark, tables["cumulative"]), digest)
         builds = cum.builds(list(deltas), incremental and mode == "incremental")
         for day in DAYS[1:]:
             todo = [b for b in builds if b.plan.chain == (day,)]

@@ -365,6 +365,17 @@ DELTA_ROWS = [
             "aggregate functions cannot retract",
         ),
         (
+            # n orders v: key 2's -D ties the anchor's n and is later, so v goes; key 1's +U
+            # (n 5) sets v to its NULL; key 3's -U wins (its +U has no n); key 4 has no n
+            {"merge_engine": "partial-update", "sequence_groups": {"n": ["v"]}},
+            [
+                (1, None, 5, 2, "+U"),
+                (2, None, 2, 1, "+I"),
+                (3, None, 3, 1, "+U"),
+                (4, None, None, 1, "+I"),
+            ],
+        ),
+        (
             {"merge_engine": "first-row"},
             [
                 (1, "a", 1, 1, "+I"),

@@ -145,3 +145,28 @@ def test_a_write_in_place_makes_the_kept_partitions_of_compacted_days_stale():
     assert cum.kept_affected("snapshot", [("x", "03")]) == []  # its own snapshot: no input
     assert cum.kept_affected("delta", [("x", "04"), ("y", "02")]) == []  # later, other groups
     assert kept == [p[:2] for p in parts]
+
+
+def test_sequence_groups_build_from_the_day_before_only_where_that_is_exact():
+    def opts(**kw):
+        return ChainOptions(
+            partition_by=("dt",),
+            chain_keys=("dt",),
+            primary_key=("id", "dt"),
+            merge_engine="partial-update",
+            sequence_groups=((("g1",), ("a", "b")),),
+            **kw,
+        )
+
+    assert C.incremental(opts(), ["a", "b"])
+    assert C.incremental(opts(aggregate_functions={"b": "sum"}), ["a", "b"])
+    assert C.incremental(opts(rowkind_field="k", ignore_delete=True), ["a", "b"])
+    # a late row may fall before the state's winner; a tombstone would have to carry the
+    # group's retractions; an order-sensitive function needs every row in group order
+    assert not C.incremental(opts(sequence_field="s"), ["a", "b"])
+    assert not C.incremental(opts(rowkind_field="k"), ["a", "b"])
+    assert not C.incremental(opts(aggregate_functions={"b": "first_value"}), ["a", "b"])
+    assert not C.incremental(opts(aggregate_functions={"a": "last_non_null_value"}), ["a", "b"])
+    assert C.options_digest(opts(), COLS) != C.options_digest(
+        opts().__class__(**{**opts().__dict__, "sequence_groups": ((("g1",), ("a",)),)}), COLS
+    )

@@ -52,17 +52,22 @@ def deterministic(monkeypatch):
     monkeypatch.delenv("CHAINTABLE_FAILPOINT", raising=False)
 
 
-def chain(conns: FakeConnections, recent: int = 2) -> None:
+def chain(
+    conns: FakeConnections,
+    recent: int = 2,
+    config: dict[str, Any] = CONFIG,
+    columns: list[tuple[str, str]] = COLUMNS,
+) -> None:
     """CN: snapshots 0101 and 0108, deltas 0102-0110; US: snapshot 0101, deltas 0102-0104.
     At most `recent` literal branches in the view, so older days go through the mapping."""
-    props = {**ChainOptions.from_config("t", CONFIG).to_properties(), P_VIEW_RECENT: str(recent)}
+    props = {**ChainOptions.from_config("t", config).to_properties(), P_VIEW_RECENT: str(recent)}
     for branch, parts in (
         ("snapshot", [("CN", "20250101"), ("CN", "20250108"), ("US", "20250101")]),
         ("delta", [("CN", d) for d in DAYS[1:]] + [("US", d) for d in DAYS[1:4]]),
     ):
         conns.table(
             f"t__{branch}",
-            columns=list(COLUMNS),
+            columns=list(columns),
             partition_by=("region", "dt"),
             props={**props, P_BRANCH: branch},
             partitions=[f"region={r}/dt={d}" for r, d in parts],
@@ -89,9 +94,9 @@ def check(name: str, statements: list[str]) -> None:
     assert got == path.read_text(), f"SQL of {name} differs from {path}"
 
 
-def setup(recent: int = 2):
+def setup(recent: int = 2, **chain_args: Any):
     conns = FakeConnections()
-    chain(conns, recent)
+    chain(conns, recent, **chain_args)
     adapter = fake_adapter(conns)
     rel = adapter.Relation.create(schema="s", identifier="t", type="view")
     return conns, adapter, rel
@@ -109,6 +114,18 @@ def test_chain_read_of_a_snapshot_day_a_merged_day_and_a_delta_only_group():
         )
     ]
     check("chain_read", reads)
+
+
+def test_chain_read_with_sequence_groups_and_a_function_in_a_group():
+    config = {
+        **CONFIG,
+        "merge_engine": "partial-update",
+        "sequence_groups": {"g_1": ["v"], "g_2,g_3": ["n"]},
+        "aggregate_functions": {"n": "sum"},
+    }
+    columns = [*COLUMNS[:2], ("g_1", "int"), ("n", "int"), ("g_2", "int"), ("g_3", "int")]
+    _conns, adapter, rel = setup(config=config, columns=columns + COLUMNS[2:])
+    check("chain_read_sequence_groups", [adapter.chain_read_sql(rel, {"dt": "20250110"})])
 
 
 def test_drop_of_a_delta_partition_refreshes_the_view_with_literal_and_mapped_branches():

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions
+from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions, dropped_field_options
 from dbt.adapters.chaintable.sql import merge, stage
 from dbt.adapters.chaintable.sql.merge import ANCHOR, ORD, RESET, RETRACT
 
@@ -291,3 +291,199 @@ class TestStageChecks:
 def test_engine_options_refused(config, message):
     with pytest.raises(ChainConfigError, match=message):
         opts(**config)
+
+
+GROUP_COLS = ["id", "a", "b", "g_1", "c", "d", "g_2", "g_3", "e", "op", "dt"]
+
+
+def grouped(**config) -> ChainOptions:
+    base = {
+        "partition_by": ["dt"],
+        "primary_key": ["id", "dt"],
+        "merge_engine": "partial-update",
+        "sequence_groups": {"g_1": ["a", "b"], "g_2,g_3": "c,d"},
+    }
+    return ChainOptions.from_config("t", {**base, **config})
+
+
+class TestSequenceGroups:
+    """The SQL of each rule; the rows on Spark: tests/functional/test_sequence_groups_sql.py."""
+
+    G1 = f"CASE WHEN ({ANCHOR} OR `g_1` IS NOT NULL) THEN struct(`g_1`, {ORD}) END"
+    G2 = (
+        f"CASE WHEN ({ANCHOR} OR `g_2` IS NOT NULL OR `g_3` IS NOT NULL) "
+        f"THEN struct(`g_2`, `g_3`, {ORD}) END"
+    )
+
+    def test_members_and_sequences_take_the_group_winner_s_values(self):
+        sql = flat(merge.merge_rows_sql(grouped(rowkind_field="op"), GROUP_COLS, DELTA_SQL))
+        assert f"max_by(`g_1`, {self.G1}) AS `g_1`" in sql
+        for c in ("a", "b"):  # a winning retraction leaves NULL
+            assert f"max_by(CASE WHEN NOT {RETRACT} THEN `{c}` END, {self.G1}) AS `{c}`" in sql
+        for c in ("g_2", "g_3"):
+            assert f"max_by(`{c}`, {self.G2}) AS `{c}`" in sql
+        assert f"max_by(CASE WHEN NOT {RETRACT} THEN `c` END, {self.G2}) AS `c`" in sql
+        # merge order first: the group order's tie-break is the row's rank in it
+        assert f"ORDER BY {', '.join(merge.order_terms(grouped(rowkind_field='op'), False))}" in sql
+
+    def test_other_columns_keep_the_latest_non_null_of_inserts(self):
+        sql = flat(merge.merge_rows_sql(grouped(rowkind_field="op"), GROUP_COLS, DELTA_SQL))
+        for c in ("e", "op", "dt"):
+            expected = (
+                f"max_by(`{c}`, CASE WHEN NOT {RETRACT} AND `{c}` IS NOT NULL THEN {ORD} END)"
+            )
+            assert f"{expected} AS `{c}`" in sql
+
+    def test_retractions_are_taken_and_a_key_without_inserts_is_removed(self):
+        o = grouped(rowkind_field="op")
+        assert merge.refusal(o, GROUP_COLS) is None
+        sql = flat(merge.merge_rows_sql(o, GROUP_COLS, DELTA_SQL))
+        assert "raise_error" not in sql and f"WHERE NOT {RETRACT}" not in sql
+        assert sql.endswith(f"GROUP BY `id` HAVING count_if(NOT {RETRACT}) > 0")
+        # the cumulative delta's tombstone: a '-D' row instead of none
+        kept = flat(merge._merge(o, GROUP_COLS, DELTA_SQL, ["id"], None, keep_deletes=True))
+        assert f"CASE WHEN count_if(NOT {RETRACT}) = 0 THEN '-D' ELSE max_by(`op`" in kept
+        assert "HAVING" not in kept
+
+    def test_ignore_delete_drops_retractions_before_the_groups(self):
+        o = grouped(rowkind_field="op", partial_update_ignore_delete=True)
+        assert f"WHERE NOT {RETRACT}" in flat(merge.merge_rows_sql(o, GROUP_COLS, DELTA_SQL))
+
+    def test_member_functions_aggregate_the_group_s_rows_in_group_order(self):
+        o = grouped(
+            rowkind_field="op",
+            aggregate_functions={"b": "sum", "c": "listagg", "d": "first_value"},
+            ignore_retract=["c", "d"],
+        )
+        assert merge.refusal(o, GROUP_COLS) is None  # sum retracts, the others ignore them
+        sql = flat(merge.merge_rows_sql(o, GROUP_COLS, DELTA_SQL, types={"b": "int"}))
+        b = f"(CASE WHEN ({ANCHOR} OR `g_1` IS NOT NULL) THEN `b` END)"
+        assert f"CAST(sum(CASE WHEN {RETRACT} THEN -{b} ELSE {b} END) AS int) AS `b`" in sql
+        c = f"(CASE WHEN ({ANCHOR} OR `g_2` IS NOT NULL OR `g_3` IS NOT NULL) THEN `c` END)"
+        assert (
+            f"listagg(CASE WHEN NOT {RETRACT} THEN {c} END, ',') "
+            f"WITHIN GROUP (ORDER BY {self.G2}) AS `c`"
+        ) in sql
+        assert f"min_by((CASE WHEN ({ANCHOR} OR `g_2`" in sql
+        assert f"CASE WHEN NOT {RETRACT} THEN {self.G2} END) AS `d`" in sql
+
+    def test_a_member_function_that_cannot_retract_refuses_retractions(self):
+        o = grouped(rowkind_field="op", aggregate_functions={"b": "max"})
+        assert merge.refusal(o, GROUP_COLS) == (
+            "aggregate functions cannot retract -U/-D rows (b: max); only sum, product, count "
+            "can, list other columns in ignore_retract"
+        )
+        assert (
+            merge.refusal(grouped(rowkind_field="op", aggregate_functions={"b": "sum"}), GROUP_COLS)
+            is None
+        )
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"sequence_groups": {"g_1": ["a", "b"], "g_2": ["b", "c"]}},
+            "chain_incremental model 't': column 'b' is in two sequence groups: 'g_1' and 'g_2'",
+        ),
+        (
+            {"sequence_groups": {"g_1": ["a"], "g_2": ["g_1"]}},
+            "column 'g_1' is in two sequence groups: 'g_1' and 'g_2'",
+        ),
+        (
+            {"sequence_groups": {"g_1": ["a", "id"]}},
+            "sequence group 'g_1' contains column 'id', a primary key column",
+        ),
+        (
+            {"sequence_groups": {"g_1": ["a", "dt"]}},
+            "sequence group 'g_1' contains column 'dt', a partition column",
+        ),
+        (
+            {"sequence_groups": {"id": ["a"]}},
+            "sequence group 'id' contains column 'id', a primary key column",
+        ),
+        (
+            {"sequence_field": "seq", "sequence_groups": {"seq": ["a"]}},
+            "sequence group 'seq' contains column 'seq', the sequence_field",
+        ),
+        (
+            {"rowkind_field": "op", "sequence_groups": {"g_1": ["op"]}},
+            "sequence group 'g_1' contains column 'op', the rowkind_field",
+        ),
+        (
+            {"merge_engine": "deduplicate"},
+            "chain_incremental model 't': sequence_groups needs merge_engine 'partial-update', "
+            "not 'deduplicate'",
+        ),
+        (
+            {"merge_engine": "aggregation"},
+            "sequence_groups needs merge_engine 'partial-update', not 'aggregation'",
+        ),
+        (
+            {"rowkind_field": "op", "partial_update_remove_record_on_delete": True},
+            "partial_update_remove_record_on_delete cannot be used with sequence_groups",
+        ),
+        (
+            {"aggregate_functions": {"e": "sum"}},
+            "aggregate function 'sum' for column 'e' needs the column in a sequence group",
+        ),
+        (
+            {"aggregate_functions": {"g_1": "max"}},
+            "column 'g_1' is a sequence group's sequence and cannot have an aggregate function",
+        ),
+        ({"sequence_groups": ["a", "b"]}, "sequence_groups must be a dict"),
+        ({"sequence_groups": {"g_1": []}}, "sequence_groups['g_1'] needs a sequence column"),
+    ],
+)
+def test_sequence_group_configs_refused(config, message):
+    with pytest.raises(ChainConfigError, match=re.escape(message)):
+        grouped(**config)
+
+
+def test_sequence_groups_round_trip_through_paimon_keys():
+    o = grouped(aggregate_functions={"b": "max", "d": "sum", "e": "last_non_null_value"})
+    props = o.to_properties()
+    assert props["fields.g_1.sequence-group"] == "a,b"
+    assert props["fields.g_2,g_3.sequence-group"] == "c,d"
+    assert props["fields.b.aggregate-function"] == "max"
+    assert o.sequence_groups == ((("g_1",), ("a", "b")), (("g_2", "g_3"), ("c", "d")))
+    assert ChainOptions.from_properties("t__delta", props) == o
+
+
+def test_group_columns_and_sequence_types_checked_against_the_model():
+    o = grouped()
+    cols = GROUP_COLS
+    o.validate_columns("t", cols, dict.fromkeys(cols, "int") | {"g_3": "timestamp"})
+    o.validate_columns("t", cols, dict.fromkeys(cols, "decimal(10,2)"))
+    with pytest.raises(ChainConfigError) as e:
+        o.validate_columns("t", cols, dict.fromkeys(cols, "int") | {"g_3": "string"})
+    assert str(e.value).endswith(
+        "chain_incremental model 't': sequence_groups sequence column 'g_3' has type string; "
+        "a group's sequence must be a number, a date or a timestamp"
+    )
+    with pytest.raises(ChainConfigError, match="sequence_groups column 'g_3' is not in"):
+        o.validate_columns("t", [c for c in cols if c != "g_3"])
+
+
+def test_options_taken_out_of_the_config_are_the_stored_keys_to_unset():
+    stored = grouped(aggregate_functions={"d": "sum"}, ignore_retract=["a"]).to_properties()
+    now = grouped().to_properties()
+    assert dropped_field_options(stored | {"owner": "x"}, now) == [
+        "fields.a.ignore-retract",
+        "fields.d.aggregate-function",
+    ]
+    fewer = ChainOptions.from_config(
+        "t",
+        {
+            "partition_by": ["dt"],
+            "primary_key": ["id", "dt"],
+            "merge_engine": "partial-update",
+            "sequence_groups": {"g_1": ["a", "b"]},
+        },
+    ).to_properties()
+    assert dropped_field_options(stored, fewer) == [
+        "fields.a.ignore-retract",
+        "fields.d.aggregate-function",
+        "fields.g_2,g_3.sequence-group",
+    ]
+    assert dropped_field_options(now, now) == []

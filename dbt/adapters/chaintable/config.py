@@ -29,6 +29,7 @@ class ChainTableConfig(SparkConfig):
     ignore_retract: list[str] | str | dict[str, Any] | None = None
     partial_update_remove_record_on_delete: bool | None = None
     partial_update_ignore_delete: bool | None = None
+    sequence_groups: dict[str, list[str] | str] | None = None
     partition_timestamp_pattern: str | None = None
     partition_timestamp_formatter: str | None = None
     partition_expiration_time: str | None = None

@@ -66,20 +66,22 @@ def mask_key(opts: ChainOptions, types: Mapping[str, str]) -> str | None:
 def options_digest(opts: ChainOptions, columns: Sequence[str], mask: str | None = None) -> str:
     """What else a C partition's content depends on: merge options, columns and whether it
     holds mask rows (`mask_key`)."""
-    text = repr(
-        (
-            opts.primary_key,
-            opts.sequence_field,
-            opts.rowkind_field,
-            opts.merge_engine,
-            sorted(opts.aggregate_functions.items()),
-            sorted(opts.ignore_retract),
-            opts.remove_record_on_delete,
-            opts.ignore_delete,
-            tuple(columns),
-            *((LAYOUT, mask) if mask else ()),
-        )
+    inputs: tuple = (
+        opts.primary_key,
+        opts.sequence_field,
+        opts.rowkind_field,
+        opts.merge_engine,
+        sorted(opts.aggregate_functions.items()),
+        sorted(opts.ignore_retract),
+        opts.remove_record_on_delete,
+        opts.ignore_delete,
+        tuple(columns),
     )
+    if opts.sequence_groups:  # only then: the stamps of chains without groups stay as they were
+        inputs += (opts.sequence_groups,)
+    if mask:
+        inputs += (LAYOUT, mask)
+    text = repr(inputs)
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
@@ -102,7 +104,23 @@ def incremental(opts: ChainOptions, value_columns: Sequence[str]) -> bool:
     """Whether C(D) can be built from C(previous day) plus delta D: every row of D comes after
     every earlier row in merge order (no sequence field), or the merge does not depend on the
     order of rows that arrive late (deduplicate and first-row pick one row; commutative
-    aggregates). Otherwise C(D) is built from the anchor and every delta of the changed keys."""
+    aggregates). Otherwise C(D) is built from the anchor and every delta of the changed keys.
+
+    Sequence groups: a C row carries each group's sequence values, and a state row merges like
+    an anchor row (the group's values so far, at the group's sequence), so C(previous) plus D
+    gives the merge of every row as long as D's rows come after the state's in merge order
+    (no sequence field), no tombstone has to carry a group's retractions (no -U/-D kept),
+    and no member's function depends on where a late row falls among earlier ones."""
+    if opts.sequence_groups:
+        members = [c for _, cols in opts.sequence_groups for c in cols]
+        return not (
+            opts.sequence_field
+            or (opts.rowkind_field and not opts.ignore_delete)
+            or any(
+                c in opts.aggregate_functions and opts.aggregate_function(c) in ORDER_SENSITIVE
+                for c in members
+            )
+        )
     if not opts.sequence_field:
         return True
     if opts.merge_engine == "partial-update":

@@ -36,6 +36,17 @@ DEFAULT_AGGREGATE_FUNCTION = "last_non_null_value"
 BRANCHES = ("delta", "snapshot")
 # Spark's integral types: chain values of these compare as numbers, products of them round
 INTEGRAL_TYPES = ("tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long")
+# the types Paimon compares as a sequence group's sequence (numbers, dates and times)
+SEQUENCE_GROUP_TYPES = (
+    *INTEGRAL_TYPES,
+    "float",
+    "double",
+    "decimal",
+    "date",
+    "time",
+    "timestamp",
+    "timestamp_ntz",
+)
 
 # Paimon option keys (plus a few of ours under `chaintable.`).
 P_ENABLED = "chain-table.enabled"
@@ -56,6 +67,7 @@ P_PU_IGNORE_DELETE = "partial-update.ignore-delete"
 P_FIELD_PREFIX = "fields."
 P_AGG_SUFFIX = ".aggregate-function"
 P_RETRACT_SUFFIX = ".ignore-retract"
+P_GROUP_SUFFIX = ".sequence-group"  # fields.<seq>[,<seq>...].sequence-group = <cols>
 P_LAST_EXPIRE_CHECK = "chaintable.last-expire-check"
 P_STALE = "chaintable.stale-snapshots"
 # {group path: chain path of the oldest snapshot kept}: expiration dropped the history before it,
@@ -111,6 +123,9 @@ class ChainOptions:
     remove_record_on_delete: bool = False
     ignore_delete: bool = False
     cumulative_delta: bool = True
+    # partial-update: ((sequence columns, member columns), ...): the members (and the sequence
+    # columns) take the values of the row with the highest group sequence
+    sequence_groups: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
     # ---- derived -------------------------------------------------------------------------
     @property
@@ -128,6 +143,11 @@ class ChainOptions:
 
     def aggregate_function(self, column: str) -> str:
         return self.aggregate_functions.get(column, DEFAULT_AGGREGATE_FUNCTION)
+
+    @property
+    def grouped_columns(self) -> tuple[str, ...]:
+        """Every column of a sequence group: its sequence columns and its members."""
+        return tuple(c for seq, members in self.sequence_groups for c in (*seq, *members))
 
     # ---- construction --------------------------------------------------------------------
     @classmethod
@@ -183,7 +203,10 @@ class ChainOptions:
         if not isinstance(aggs_raw, Mapping):
             raise fail(f"aggregate_functions must be a dict {{column: function}}, got {aggs_raw!r}")
         aggs = {str(k): str(v).lower() for k, v in aggs_raw.items()}
-        if aggs and engine != "aggregation":
+        groups = _sequence_groups(config.get("sequence_groups"), fail)
+        if groups and engine != "partial-update":
+            raise fail(f"sequence_groups needs merge_engine 'partial-update', not '{engine}'")
+        if aggs and engine != "aggregation" and not groups:
             raise fail("aggregate_functions is set but merge_engine is not 'aggregation'")
         for col, fn in aggs.items():
             if fn not in AGGREGATE_FUNCTIONS:
@@ -216,6 +239,15 @@ class ChainOptions:
                 "partial_update_remove_record_on_delete and partial_update_ignore_delete "
                 "contradict each other (a delete cannot both remove the key and be ignored)"
             )
+        if groups:
+            _check_groups(
+                groups, aggs, primary_key, partition_by, sequence_field, rowkind_field, fail
+            )
+            if remove_on_delete:
+                raise fail(
+                    "partial_update_remove_record_on_delete cannot be used with sequence_groups: "
+                    "a -U/-D retracts the columns of its sequence groups instead (as in Paimon)"
+                )
 
         raw_max_num = config.get("partition_expiration_max_num")
         try:
@@ -244,6 +276,7 @@ class ChainOptions:
             remove_record_on_delete=remove_on_delete,
             ignore_delete=ignore_delete,
             cumulative_delta=_as_bool(config.get("cumulative_delta", True)),
+            sequence_groups=groups,
         )
         try:
             opts.validate_timestamps()
@@ -271,8 +304,10 @@ class ChainOptions:
                 self.timestamp_pattern, self.timestamp_formatter, self.partition_by
             )
 
-    def validate_columns(self, model: str, columns: Sequence[str]) -> None:
-        """Checks that need the model's output columns."""
+    def validate_columns(
+        self, model: str, columns: Sequence[str], types: Mapping[str, str] | None = None
+    ) -> None:
+        """Checks that need the model's output columns (and their Spark types)."""
         present = {c.lower() for c in columns}
         wanted = [("primary_key", c) for c in self.primary_key]
         wanted += [("partition_by", c) for c in self.partition_by]
@@ -280,12 +315,24 @@ class ChainOptions:
         wanted += [("rowkind_field", self.rowkind_field)] if self.rowkind_field else []
         wanted += [("aggregate_functions", c) for c in self.aggregate_functions]
         wanted += [("ignore_retract", c) for c in self.ignore_retract]
+        wanted += [("sequence_groups", c) for c in self.grouped_columns]
         for option, col in wanted:
             if col.lower() not in present:
                 raise ChainConfigError(
                     f"chain_incremental model '{model}': {option} column '{col}' is not in the "
                     f"model's columns {list(columns)}"
                 )
+        lowered = {k.lower(): v for k, v in (types or {}).items()}
+        for seq, _ in self.sequence_groups:
+            for col in seq:
+                spark_type = lowered.get(col.lower())
+                base = (spark_type or "").lower().split("(")[0].strip()
+                if spark_type is not None and base not in SEQUENCE_GROUP_TYPES:
+                    raise ChainConfigError(
+                        f"chain_incremental model '{model}': sequence_groups sequence column "
+                        f"'{col}' has type {spark_type}; a group's sequence must be a number, a "
+                        "date or a timestamp"
+                    )
 
     # ---- TBLPROPERTIES round trip --------------------------------------------------------
     def to_properties(self) -> dict[str, str]:
@@ -314,15 +361,20 @@ class ChainOptions:
             props[f"{P_FIELD_PREFIX}{col}{P_AGG_SUFFIX}"] = fn
         for col in self.ignore_retract:
             props[f"{P_FIELD_PREFIX}{col}{P_RETRACT_SUFFIX}"] = "true"
+        for seq, members in self.sequence_groups:
+            props[f"{P_FIELD_PREFIX}{','.join(seq)}{P_GROUP_SUFFIX}"] = ",".join(members)
         return props
 
     @classmethod
     def from_properties(cls, table: str, props: Mapping[str, str]) -> ChainOptions:
         if props.get(P_ENABLED) != "true":
             raise ChainConfigError(f"'{table}' is not a chain table (no '{P_ENABLED}' property)")
-        aggs, retract = {}, []
+        aggs, retract, groups = {}, [], []
         for key, value in props.items():
-            if key.startswith(P_FIELD_PREFIX) and key.endswith(P_AGG_SUFFIX):
+            if key.startswith(P_FIELD_PREFIX) and key.endswith(P_GROUP_SUFFIX):
+                seq = _as_list(key[len(P_FIELD_PREFIX) : -len(P_GROUP_SUFFIX)])
+                groups.append((seq, _as_list(value)))
+            elif key.startswith(P_FIELD_PREFIX) and key.endswith(P_AGG_SUFFIX):
                 aggs[key[len(P_FIELD_PREFIX) : -len(P_AGG_SUFFIX)]] = value
             elif (
                 key.startswith(P_FIELD_PREFIX)
@@ -347,6 +399,7 @@ class ChainOptions:
             remove_record_on_delete=_as_bool(props.get(P_PU_REMOVE_ON_DELETE, "false")),
             ignore_delete=_as_bool(props.get(P_PU_IGNORE_DELETE, "false")),
             cumulative_delta=_as_bool(props.get(P_CUMULATIVE, "true")),
+            sequence_groups=tuple(sorted(groups)),
         )
 
     def structural_differences(self, other: ChainOptions) -> dict[str, tuple[Any, Any]]:
@@ -357,6 +410,87 @@ class ChainOptions:
             for k in keys
             if getattr(self, k) != getattr(other, k)
         }
+
+
+def _sequence_groups(raw: Any, fail: Any) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
+    """`{seq: [cols]}` (a key 'g_1,g_3' names several sequence columns, compared in order),
+    sorted so that the stored options compare equal whatever the config's order."""
+    if not raw:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise fail(f"sequence_groups must be a dict {{sequence column: [columns]}}, got {raw!r}")
+    groups = []
+    for seq_raw, members_raw in raw.items():
+        try:
+            seq, members = _as_list(seq_raw), _as_list(members_raw)
+        except TypeError:
+            raise fail(
+                f"sequence_groups['{seq_raw}'] must be a list of column names, got {members_raw!r}"
+            ) from None
+        if not seq or not members:
+            raise fail(f"sequence_groups['{seq_raw}'] needs a sequence column and its columns")
+        groups.append((seq, members))
+    return tuple(sorted(groups))
+
+
+def _check_groups(
+    groups: Sequence[tuple[tuple[str, ...], tuple[str, ...]]],
+    aggs: Mapping[str, str],
+    primary_key: Sequence[str],
+    partition_by: Sequence[str],
+    sequence_field: str | None,
+    rowkind_field: str | None,
+    fail: Any,
+) -> None:
+    """A column in one group at most; no key, partition, sequence or rowkind column in a group;
+    aggregate functions only on a group's members (Paimon: "must use sequence group for
+    aggregation functions"; last_non_null_value is what a column outside a group does anyway)."""
+    seen: dict[str, str] = {}
+    for seq, members in groups:
+        name = ",".join(seq)
+        for col in (*seq, *members):
+            where = (
+                "a partition column"
+                if col in partition_by
+                else "a primary key column"
+                if col in primary_key
+                else "the sequence_field"
+                if col == sequence_field
+                else "the rowkind_field"
+                if col == rowkind_field
+                else None
+            )
+            if where:
+                raise fail(f"sequence group '{name}' contains column '{col}', {where}")
+            if col.lower() in seen:
+                raise fail(
+                    f"column '{col}' is in two sequence groups: '{seen[col.lower()]}' and '{name}'"
+                )
+            seen[col.lower()] = name
+    sequences = {c.lower() for seq, _ in groups for c in seq}
+    for col, fn in aggs.items():
+        if col.lower() in sequences:
+            raise fail(
+                f"column '{col}' is a sequence group's sequence and cannot have an aggregate "
+                f"function ('{fn}')"
+            )
+        if col.lower() not in seen and fn != DEFAULT_AGGREGATE_FUNCTION:
+            raise fail(
+                f"aggregate function '{fn}' for column '{col}' needs the column in a sequence "
+                "group (merge_engine 'partial-update')"
+            )
+
+
+def dropped_field_options(stored: Mapping[str, str], props: Mapping[str, str]) -> list[str]:
+    """Per-column options (`fields.<...>.<option>`) stored but no longer configured: a group,
+    function or ignore-retract taken out of the config. Setting the new properties leaves them,
+    and a later read of the options from the catalog would bring them back."""
+    suffixes = (P_AGG_SUFFIX, P_RETRACT_SUFFIX, P_GROUP_SUFFIX)
+    return sorted(
+        k
+        for k in stored
+        if k.startswith(P_FIELD_PREFIX) and k.endswith(suffixes) and k not in props
+    )
 
 
 def stale_from_properties(props: Mapping[str, str]) -> dict[str, str]:

@@ -15,7 +15,12 @@ from dbt.adapters.chaintable.accumulate import Accumulator
 from dbt.adapters.chaintable.catalog import Catalog, ChainTables, Loaded, name_of
 from dbt.adapters.chaintable.config import ModelSettings
 from dbt.adapters.chaintable.maintenance import Maintenance
-from dbt.adapters.chaintable.options import P_BRANCH, ChainConfigError, ChainOptions
+from dbt.adapters.chaintable.options import (
+    P_BRANCH,
+    ChainConfigError,
+    ChainOptions,
+    dropped_field_options,
+)
 from dbt.adapters.chaintable.planner import ChainState, Values
 from dbt.adapters.chaintable.publish import Publisher
 from dbt.adapters.chaintable.runner import logger
@@ -234,7 +239,7 @@ class RunFlow:
         partitions are published as they are (safety.py). A first run or full refresh stages a
         plain table."""
         cols = self.catalog.describe_query(compiled_code)
-        run.opts.validate_columns(run.model, [c for c, _ in cols])  # before anything is written
+        run.opts.validate_columns(run.model, [c for c, _ in cols], dict(cols))  # first
         # no stage is left over: taking the lock ran the recovery, which drops it
         if not run.publishes:
             self.run(S.create_scratch_as(str(run.tables.stage), compiled_code))
@@ -296,6 +301,11 @@ class RunFlow:
             if any(stored.get(k) != v for k, v in props.items()):  # a config option changed
                 for rel in (tables.snapshot, tables.delta):
                     cat.set_properties(rel, props)
+            dropped = dropped_field_options(stored, props)
+            if dropped:
+                for rel in (tables.snapshot, tables.delta):
+                    self.run(S.unset_properties(str(rel), dropped))
+                stored = {k: v for k, v in stored.items() if k not in dropped}
             # the catalog as it now is, from what this run read and wrote: no second listing
             loaded = cat.loaded(tables, {**stored, **props}, stored_cols)
         state = loaded.state()

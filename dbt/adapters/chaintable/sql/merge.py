@@ -116,6 +116,8 @@ def refusal(opts: ChainOptions, columns: Sequence[str]) -> str | None:
     before a run writes anything, and again (raise_error) when a merge meets such a row."""
     if not opts.rowkind_field:
         return None
+    if opts.merge_engine == "partial-update" and opts.sequence_groups:
+        return _retract_refusal(opts, [c for _, members in opts.sequence_groups for c in members])
     if opts.merge_engine == "partial-update" and not (
         opts.ignore_delete or opts.remove_record_on_delete
     ):
@@ -124,17 +126,27 @@ def refusal(opts: ChainOptions, columns: Sequence[str]) -> str | None:
             "partial_update_ignore_delete or partial_update_remove_record_on_delete"
         )
     if opts.merge_engine == "aggregation":
-        ignored = _lower(opts.ignore_retract)
-        bad = [
-            f"{c}: {opts.aggregate_function(c)}"
-            for c in value_columns(opts, columns)
-            if opts.aggregate_function(c) not in RETRACTABLE_FUNCTIONS and c.lower() not in ignored
-        ]
-        if bad:
-            return (
-                f"aggregate functions cannot retract -U/-D rows ({', '.join(bad)}); only "
-                f"{', '.join(RETRACTABLE_FUNCTIONS)} can, list other columns in ignore_retract"
-            )
+        return _retract_refusal(opts, value_columns(opts, columns))
+    return None
+
+
+def _retract_refusal(opts: ChainOptions, aggregated: Sequence[str]) -> str | None:
+    """Why `aggregated` columns cannot take a -U/-D row: a function that cannot retract."""
+    if opts.merge_engine == "partial-update" and opts.ignore_delete:
+        return None  # the rows are dropped before any function sees them
+    ignored = _lower(opts.ignore_retract)
+    bad = [
+        f"{c}: {opts.aggregate_function(c)}"
+        for c in aggregated
+        if opts.aggregate_function(c) not in RETRACTABLE_FUNCTIONS
+        and c.lower() not in ignored
+        and (opts.merge_engine == "aggregation" or c in opts.aggregate_functions)
+    ]
+    if bad:
+        return (
+            f"aggregate functions cannot retract -U/-D rows ({', '.join(bad)}); only "
+            f"{', '.join(RETRACTABLE_FUNCTIONS)} can, list other columns in ignore_retract"
+        )
     return None
 
 
@@ -213,6 +225,7 @@ def _partial_update(
     source_sql: str,
     keys: Sequence[str],
     keep_deletes: bool = False,
+    types: Types = None,
 ) -> str:
     """Per column the latest non-null value in merge order, over the rows that count:
     - partial_update_ignore_delete: -U/-D rows are ignored (dropped in `_prepared`);
@@ -224,8 +237,11 @@ def _partial_update(
     The sequence and rowkind fields are merged like any column (latest non-null), so a merged
     row carries the highest sequence and the kind (+I/+U) of its latest row.
     `keep_deletes`: a key whose record a -D ended gives a row whose rowkind field is '-D' (its
-    other values those of the rows after the -D, none) instead of no row."""
+    other values those of the rows after the -D, none) instead of no row.
+    With sequence groups: `_grouped_update`."""
     ranked = _ranked(opts, columns, source_sql, keys, latest_first=False)
+    if opts.sequence_groups:
+        return _grouped_update(opts, columns, ranked, keys, keep_deletes, types)
     counted = f"NOT {RETRACT}"
     if opts.remove_record_on_delete and not opts.ignore_delete:
         ranked = (
@@ -256,6 +272,63 @@ def _partial_update(
     return f"SELECT {', '.join(exprs)} FROM ({ranked}) __r GROUP BY {_keys(keys)}"
 
 
+def _group_order(seq: Sequence[str]) -> tuple[str, str]:
+    """A sequence group's rows and their order: (predicate, ordering expression). A row counts
+    for the group when any of its sequence columns is set, an anchor row (merged state: the
+    group's values so far) always. The order is the sequence columns in turn (NULL lowest),
+    then merge order, so a tie goes to the later row."""
+    part = "(" + " OR ".join([ANCHOR, *(f"{q(c)} IS NOT NULL" for c in seq)]) + ")"
+    order = f"CASE WHEN {part} THEN struct({', '.join(q(c) for c in seq)}, {ORD}) END"
+    return part, order
+
+
+def _grouped_update(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    ranked: str,
+    keys: Sequence[str],
+    keep_deletes: bool,
+    types: Types,
+) -> str:
+    """partial-update with sequence groups (docs/design.md#merge-order-and-engines), over the
+    key's rows ranked in merge order:
+    - a group's sequence columns and members take the values of its last row in group order
+      (`_group_order`); a row whose group sequence is NULL leaves the group as it is. A winning
+      -U/-D sets the members to NULL (its sequence values stay, as in Paimon);
+    - a member with an aggregate function aggregates the group's rows in group order
+      (retractions retract: `_aggregate`);
+    - every other column: the latest non-null value of the +I/+U rows, as without groups.
+    A key with no +I/+U row (an anchor row is one) is removed; with `keep_deletes` it gives a
+    row whose rowkind field is '-D'."""
+    key_set = _lower(keys)
+    grouped = {}
+    for seq, members in opts.sequence_groups:
+        part, order = _group_order(seq)
+        for c in seq:
+            grouped[c.lower()] = f"max_by({q(c)}, {order})"
+        for c in members:
+            if c in opts.aggregate_functions:
+                fn = opts.aggregate_function(c)
+                agg = _aggregate(opts, c, f"CASE WHEN {part} THEN {q(c)} END", order)
+                grouped[c.lower()] = _cast(agg, fn, c, types)
+            else:
+                grouped[c.lower()] = f"max_by(CASE WHEN NOT {RETRACT} THEN {q(c)} END, {order})"
+    inserts = f"count_if(NOT {RETRACT})"
+    exprs = []
+    for c in columns:
+        if c.lower() in key_set:
+            exprs.append(q(c))
+            continue
+        expr = grouped.get(c.lower()) or (
+            f"max_by({q(c)}, CASE WHEN NOT {RETRACT} AND {q(c)} IS NOT NULL THEN {ORD} END)"
+        )
+        if keep_deletes and opts.rowkind_field and c.lower() == opts.rowkind_field.lower():
+            expr = f"CASE WHEN {inserts} = 0 THEN {string('-D')} ELSE {expr} END"
+        exprs.append(f"{expr} AS {q(c)}")
+    having = "" if keep_deletes else f" HAVING {inserts} > 0"
+    return f"SELECT {', '.join(exprs)} FROM ({ranked}) __r GROUP BY {_keys(keys)}{having}"
+
+
 def _aggregation(
     opts: ChainOptions, columns: Sequence[str], source_sql: str, keys: Sequence[str], types: Types
 ) -> str:
@@ -283,7 +356,7 @@ def _aggregation(
     return f"SELECT {', '.join(exprs)} FROM ({ranked}) __r GROUP BY {_keys(keys)}"
 
 
-def _aggregate(opts: ChainOptions, column: str) -> str:
+def _aggregate(opts: ChainOptions, column: str, value: str | None = None, order: str = ORD) -> str:
     """One column's aggregate over a key's ranked rows (Paimon's field aggregators).
 
     NULL inputs are skipped (a column of only NULLs stays NULL; count gives 0). An anchor row is
@@ -291,8 +364,9 @@ def _aggregate(opts: ChainOptions, column: str) -> str:
     is exact because every function is associative. Retractions: sum subtracts, product
     divides, count subtracts one per non-null retracted value; a column in ignore_retract skips
     retractions; any other function never sees one (`refusal`). Order-sensitive functions
-    (first/last, listagg) follow merge order."""
-    c, fn = q(column), opts.aggregate_function(column)
+    (first/last, listagg) follow merge order, or `order` (a sequence group's); `value` is the
+    column's input (a sequence group's rows only)."""
+    c, fn = (f"({value})" if value else q(column)), opts.aggregate_function(column)
     ignore = column.lower() in _lower(opts.ignore_retract)
     added = f"CASE WHEN NOT {RETRACT} THEN {c} END"
     if fn == "sum":
@@ -321,10 +395,10 @@ def _aggregate(opts: ChainOptions, column: str) -> str:
     if fn in ("max", "min", "bool_and", "bool_or"):
         return f"{fn}({added})"
     if fn == "listagg":
-        return f"listagg({added}, {string(LISTAGG_DELIMITER)}) WITHIN GROUP (ORDER BY {ORD})"
+        return f"listagg({added}, {string(LISTAGG_DELIMITER)}) WITHIN GROUP (ORDER BY {order})"
     position = f"NOT {RETRACT}" + (f" AND {c} IS NOT NULL" if fn.endswith("non_null_value") else "")
     pick = "min_by" if fn.startswith("first") else "max_by"
-    return f"{pick}({c}, CASE WHEN {position} THEN {ORD} END)"
+    return f"{pick}({c}, CASE WHEN {position} THEN {order} END)"
 
 
 def _cast(expr: str, fn: str, column: str, types: Types) -> str:
@@ -354,7 +428,7 @@ def _merge(
     cumulative delta's tombstone). Aggregation never removes a key. `drop_anchor`: see
     `_pick_one` (deduplicate and first-row only)."""
     if opts.merge_engine == "partial-update":
-        return _partial_update(opts, columns, source_sql, keys, keep_deletes)
+        return _partial_update(opts, columns, source_sql, keys, keep_deletes, types)
     if opts.merge_engine == "aggregation":
         return _aggregation(opts, columns, source_sql, keys, types)
     return _pick_one(opts, columns, source_sql, keys, keep_deletes, drop_anchor)

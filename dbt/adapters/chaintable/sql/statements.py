@@ -97,6 +97,13 @@ def set_properties(relation: str, props: Mapping[str, str]) -> str:
     return f"ALTER TABLE {relation} SET TBLPROPERTIES ({properties_sql(props)})"
 
 
+def unset_properties(relation: str, keys: Sequence[str]) -> str:
+    return (
+        f"ALTER TABLE {relation} UNSET TBLPROPERTIES IF EXISTS "
+        f"({', '.join(string(k) for k in sorted(keys))})"
+    )
+
+
 def drop_table(relation: str) -> str:
     return f"DROP TABLE IF EXISTS {relation}"
 
