@@ -83,7 +83,8 @@ class Accumulator:
                 todo = [b for b in builds if b.plan.chain == chain]
                 self.run(cumulative_sql.build(renderer, chain, todo, cumulative.needs_anchor(opts)))
                 safety.failpoint("cumulative.built")
-            parts = set(self.catalog.cumulative_partitions(loaded.tables, opts) or ())
+            # the table exists now (_ensure_table): its partitions, listed without asking
+            parts = set(self.catalog.cumulative_partitions(loaded.tables, opts, True) or ())
             for b in builds:  # a day whose deltas changed no key has no rows: still served
                 part = b.plan.group + b.plan.chain + (b.stamp,)
                 if part not in parts:

@@ -41,6 +41,7 @@ class ChainRun:
     full_refresh: bool
     exists: bool
     empty: bool = False  # dbt run --empty: refs and sources give no rows; no empty partitions
+    view_exists: bool = False  # dbt's relation cache had the view when the run began
 
     @property
     def model(self) -> str:
@@ -184,7 +185,15 @@ class RunFlow:
             f"chain_incremental model '{model}': writing the {branch} branch"
             + (" (full refresh)" if full_refresh and exists else "")
         )
-        return ChainRun(settings, tables, branch, full_refresh, exists, empty=bool(empty))
+        return ChainRun(
+            settings,
+            tables,
+            branch,
+            full_refresh,
+            exists,
+            empty=bool(empty),
+            view_exists=current is not None and current.is_view,
+        )
 
     def is_incremental(
         self, relation: BaseRelation, config: Mapping[str, Any], full_refresh: bool
@@ -389,7 +398,8 @@ class RunFlow:
             self.catalog.set_stale(tables, stale)
         # the snapshots a rewritten delta invalidates are dropped below: no day is built on them
         loaded = self.accumulator.after_write(loaded.without(snapshots=invalidated), plan.written)
-        self.views.refresh(loaded)
+        # a publish keeps the view; a first run or full refresh dropped it
+        self.views.refresh(loaded, view_exists=run.view_exists and run.publishes)
         safety.failpoint("run.view")
         if invalidated:
             logger.info(

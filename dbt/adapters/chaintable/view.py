@@ -30,16 +30,21 @@ class ViewWriter:
         self._clauses = list(VIEW_CLAUSES)  # the first one the server took, for this process
 
     def refresh(
-        self, loaded: Loaded, state: ChainState | None = None, unserved: Iterable[Values] = ()
+        self,
+        loaded: Loaded,
+        state: ChainState | None = None,
+        unserved: Iterable[Values] = (),
+        view_exists: bool | None = None,
     ) -> Loaded:
         """Point the view at `state` (default: the catalog's as `loaded` says). Before
         partitions are removed the view is pointed at the state without them, so it never reads
         a half-dropped chain. Delta-only days are read from the cumulative delta where it holds
         them for `state`, but for the days `unserved` names (group + chain values: inputs about
         to change in place); then the cumulative partitions that serve no day of `state` are
-        dropped. Returns `loaded` with what the refresh recorded."""
+        dropped. `view_exists`: whether the view exists, when the caller knows (else asked).
+        Returns `loaded` with what the refresh recorded."""
         state = state or loaded.state()
-        loaded = self._refresh(loaded, state, set(unserved))
+        loaded = self._refresh(loaded, state, set(unserved), view_exists)
         if loaded.cumulative is not None and not loaded.opts.cumulative_delta:
             self.run(S.drop_table(str(loaded.tables.cumulative)))  # switched off: not kept
             return loaded.with_cumulative(None)
@@ -51,7 +56,9 @@ class ViewWriter:
             loaded = loaded.with_cumulative([p for p in loaded.cumulative if p not in garbage])
         return loaded
 
-    def _refresh(self, loaded: Loaded, state: ChainState, unserved: set[Values]) -> Loaded:
+    def _refresh(
+        self, loaded: Loaded, state: ChainState, unserved: set[Values], view_exists: bool | None
+    ) -> Loaded:
         renderer, cmap = loaded.renderer(), str(loaded.tables.cmap)
         recent = int(loaded.props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)
         layout = state.view_layout(recent)
@@ -79,7 +86,9 @@ class ViewWriter:
             self.run(renderer.map_insert(cmap, version, mapped))
         literal = [p for _, plans in layout[0] for p in plans]
         serving = {k: v for k, v in loaded.serving(literal, state).items() if k not in unserved}
-        self._replace(loaded.tables.view, renderer.view(layout, (cmap, version), serving))
+        self._replace(
+            loaded.tables.view, renderer.view(layout, (cmap, version), serving), view_exists
+        )
         if reuse:
             return loaded
         record = f"{version} {digest}" if mapped else ""
@@ -95,15 +104,19 @@ class ViewWriter:
         self.run(S.drop_partitions(cmap, [MAP_VERSION], old))
         return loaded
 
-    def _replace(self, view: BaseRelation, sql: str) -> None:
+    def _replace(self, view: BaseRelation, sql: str, exists: bool | None = None) -> None:
         """Point the view at `sql`. An existing view is altered in place: Spark runs CREATE OR
         REPLACE VIEW as a drop and a create in the metastore, so a reader in another session
         could find no view in between (tests/functional/test_cluster.py); ALTER VIEW AS
         changes the stored text and schema in one metastore update and keeps the view's schema
-        mode."""
-        if self.catalog.exists(view):
-            self.run(S.alter_view(str(view), sql))
-            return
+        mode. A view that `exists` says is there but is not (dropped meanwhile) is created."""
+        if self.catalog.exists(view) if exists is None else exists:
+            try:
+                self.run(S.alter_view(str(view), sql))
+                return
+            except DbtRuntimeError:
+                if exists is None or self.catalog.exists(view):
+                    raise
         for i, clause in enumerate(list(self._clauses)):
             try:
                 self.run(S.replace_view(str(view), sql, clause))

@@ -62,8 +62,6 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
-SHOW TABLES IN s LIKE 't'
-;
 CREATE OR REPLACE VIEW s.t WITH SCHEMA EVOLUTION AS
 SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot
 ;
