@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from dbt.adapters.contracts.connection import Connection
 from dbt.adapters.events.logging import AdapterLogger
@@ -68,17 +69,28 @@ class ChainTableCredentials(SparkCredentials):
 class ChainTableConnectionManager(SparkConnectionManager):
     TYPE = "chaintable"
 
+    def __init__(self, profile: Any, mp_context: Any) -> None:
+        super().__init__(profile, mp_context)
+        creds = profile.credentials
+        if creds.method == SparkConnectionMethod.SESSION:
+            # the JVM's start overlaps dbt's parsing of the project (docs/design.md#quiet-spark)
+            spark_log.start_jvm_early(creds.server_side_parameters or {})
+
     @classmethod
     def open(cls, connection: Connection) -> Connection:
         creds = connection.credentials
         if creds.method == SparkConnectionMethod.SESSION:
-            # the JVM starts here, quietly, instead of inside the first statement
-            # (docs/design.md#quiet-spark); its cost is logged apart from the statement's
-            started = time.monotonic()
-            if spark_log.start_jvm(creds.server_side_parameters or {}):
+            # the JVM starts here, quietly, if the early start did not (or failed: here it says
+            # why); its cost is logged apart from the first statement's
+            waited = time.monotonic()
+            spark_log.start_jvm(creds.server_side_parameters or {})
+            took = spark_log.take_start_time()
+            if took is not None:
+                log = spark_log.log_file()
                 logger.debug(
-                    f"Spark JVM started in {time.monotonic() - started:.1f}s"
-                    + (f"; its log: {spark_log.log_file()}" if spark_log.log_file() else "")
+                    f"Spark JVM started in {took:.1f}s (the first connection waited "
+                    f"{time.monotonic() - waited:.1f}s for it)"
+                    + (f"; its log: {log}" if log else "")
                 )
         return super().open(connection)
 

@@ -14,6 +14,7 @@ import atexit
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ class _State:
     lock = threading.Lock()
     log_file: Path | None = None
     failures = 0
+    started_in: float | None = None  # seconds the launch took, until the first open reports it
 
 
 def log_file() -> Path | None:
@@ -81,6 +83,29 @@ def _switch_level() -> str | None:
     return value if value in _LEVELS else ""
 
 
+def start_jvm_early(params: Mapping[str, Any]) -> None:
+    """Begin the JVM's start in the background when dbt creates the adapter, so that it overlaps
+    dbt's parsing of the project; the first connection's `start_jvm` waits for it."""
+    if not _ours_to_start(params) or os.environ.get(ENV_SWITCH):
+        return
+
+    def launch() -> None:
+        try:
+            start_jvm(params)
+        except Exception:
+            # the first connection starts it again in the foreground and reports why it fails
+            return
+
+    threading.Thread(target=launch, name="chaintable-jvm-start", daemon=True).start()
+
+
+def take_start_time() -> float | None:
+    """Seconds the JVM's launch took, once (None when this process did not launch it)."""
+    with _State.lock:
+        took, _State.started_in = _State.started_in, None
+        return took
+
+
 def start_jvm(params: Mapping[str, Any]) -> bool:
     """Start the JVM (once per process) as pyspark would, with its console sent to a file;
     True when this call started it.
@@ -88,42 +113,47 @@ def start_jvm(params: Mapping[str, Any]) -> bool:
     The profile's `server_side_parameters` go to spark-submit as pyspark passes them (driver
     memory must be known at launch); the SparkSession dbt-spark builds later finds this JVM.
     """
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
+    from pyspark import SparkContext
 
     with _State.lock:
         if SparkContext._gateway is not None or not _ours_to_start(params):
             return False
-        conf = SparkConf(loadDefaults=False)
-        for key, value in params.items():
-            conf.set(key, str(value))
-        level = _switch_level()
-        if level is not None:
-            # Spark's console log as Spark prints it, at the level asked for
-            if level:
-                conf.set("spark.log.level", level)
-            SparkContext._ensure_initialized(gateway=launch_gateway(conf))
-            return True
-        options = str(params.get("spark.driver.extraJavaOptions", ""))
-        if "log4j.configurationFile" in options:
-            # a user's own log4j configuration is theirs to keep
-            SparkContext._ensure_initialized(gateway=launch_gateway(conf))
-            return True
-        fd, name = tempfile.mkstemp(prefix="chaintable-spark-", suffix=".log")
-        os.close(fd)
-        path = Path(name)
-        conf.set(
-            "spark.driver.extraJavaOptions",
-            f"{options} -Dlog4j.configurationFile={_CONFIG} -Dchaintable.spark.log={path}".strip(),
-        )
-        # progress bars would only fill the file
-        conf.setIfMissing("spark.ui.showConsoleProgress", "false")
-        with open(path, "ab") as sink:
-            gateway = launch_gateway(conf, popen_kwargs={"stderr": sink})
-        SparkContext._ensure_initialized(gateway=gateway)
-        _State.log_file = path
-        atexit.register(_cleanup, path)
+        started = time.monotonic()
+        _launch(params)
+        _State.started_in = time.monotonic() - started
         return True
+
+
+def _launch(params: Mapping[str, Any]) -> None:
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf(loadDefaults=False)
+    for key, value in params.items():
+        conf.set(key, str(value))
+    level = _switch_level()
+    options = str(params.get("spark.driver.extraJavaOptions", ""))
+    if level is not None or "log4j.configurationFile" in options:
+        # the switch: Spark's console log as Spark prints it, at the level asked for; a user's
+        # own log4j configuration is theirs to keep
+        if level:
+            conf.set("spark.log.level", level)
+        SparkContext._ensure_initialized(gateway=launch_gateway(conf))
+        return
+    fd, name = tempfile.mkstemp(prefix="chaintable-spark-", suffix=".log")
+    os.close(fd)
+    path = Path(name)
+    conf.set(
+        "spark.driver.extraJavaOptions",
+        f"{options} -Dlog4j.configurationFile={_CONFIG} -Dchaintable.spark.log={path}".strip(),
+    )
+    # progress bars would only fill the file
+    conf.setIfMissing("spark.ui.showConsoleProgress", "false")
+    with open(path, "ab") as sink:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": sink})
+    SparkContext._ensure_initialized(gateway=gateway)
+    _State.log_file = path
+    atexit.register(_cleanup, path)
 
 
 def _cleanup(path: Path) -> None:
