@@ -25,4 +25,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e ".[test,thrift,connect]" --config-settings editable_mode=compat
   touch "$stamp"
 fi
+# dbt lists adapters (`dbt init`, `dbt --version`) by globbing dbt/adapters/*/__version__.py in
+# dbt-adapters' own folder, where an editable install puts nothing: link our version file there
+# (imports still find the package in the repo, the folder holds no __init__.py)
+site=$(.venv/bin/python -c 'import dbt.adapters.base, os; print(os.path.dirname(os.path.dirname(dbt.adapters.base.__file__)))')
+if [ "$site" != "$repo/dbt/adapters" ]; then
+  mkdir -p "$site/chaintable"
+  ln -sf "$repo/dbt/adapters/chaintable/__version__.py" "$site/chaintable/__version__.py"
+fi
 .venv/bin/python -c "import dbt.adapters.chaintable, pyspark; print('setup: dbt-chaintable ready, pyspark', pyspark.__version__)"

@@ -211,7 +211,7 @@ def fake_adapter(connections: FakeConnections, adapter_cls: type | None = None) 
     cls = adapter_cls or ChainTableAdapter
     config = SimpleNamespace(
         log_cache_events=False,
-        credentials=SimpleNamespace(),
+        credentials=SimpleNamespace(method="fake", server_side_parameters={}),
         quoting={},
         project_name="p",
         threads=1,

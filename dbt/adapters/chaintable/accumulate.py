@@ -11,6 +11,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.chaintable import cumulative, safety
 from dbt.adapters.chaintable.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.planner import Values
+from dbt.adapters.chaintable.progress import Stopwatch
 from dbt.adapters.chaintable.runner import logger
 from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
 from dbt.adapters.chaintable.sql.merge import value_columns
@@ -77,12 +78,20 @@ class Accumulator:
         incremental = cumulative.incremental(opts, value_columns(opts, loaded.column_names))
         builds = cum.builds(days, incremental)
         built = sum(1 for b in builds if b.previous is not None)
+        clock = Stopwatch()
+        chains = sorted({b.plan.chain for b in builds}, key=loaded.state().sort_key)
         try:
             loaded = self._ensure_table(loaded)
-            for chain in sorted({b.plan.chain for b in builds}, key=loaded.state().sort_key):
+            for i, chain in enumerate(chains, 1):
                 todo = [b for b in builds if b.plan.chain == chain]
                 self.run(cumulative_sql.build(renderer, chain, todo, cumulative.needs_anchor(opts)))
                 safety.failpoint("cumulative.built")
+                if len(chains) > 1:  # a rebuild of many days: say how far it is
+                    logger.info(
+                        f"{loaded.tables.view}: cumulative delta of day "
+                        f"{loaded.layout.chain_path(chain)} built ({i} of {len(chains)} days, "
+                        f"{len(todo)} partition(s), {clock})"
+                    )
             # the table exists now (_ensure_table): its partitions, listed without asking
             parts = set(self.catalog.cumulative_partitions(loaded.tables, opts, True) or ())
             for b in builds:  # a day whose deltas changed no key has no rows: still served
@@ -98,6 +107,6 @@ class Accumulator:
             return loaded.with_cumulative(self.catalog.cumulative_partitions(loaded.tables, opts))
         logger.info(
             f"{loaded.tables.view}: cumulative delta of {len(builds)} day(s) built "
-            f"({built} from the day before)"
+            f"({built} from the day before) in {clock}"
         )
         return loaded.with_cumulative(sorted(parts))

@@ -3,10 +3,24 @@
 Only the adapter type differs, so that profiles say `type: chaintable`.
 """
 
+import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
-from dbt.adapters.spark.connections import SparkConnectionManager, SparkCredentials
+from dbt.adapters.contracts.connection import Connection
+from dbt.adapters.events.logging import AdapterLogger
+from dbt.adapters.spark.connections import (
+    SparkConnectionManager,
+    SparkConnectionMethod,
+    SparkCredentials,
+)
+
+from dbt.adapters.chaintable import spark_log
+
+logger = AdapterLogger("chaintable")
 
 # session method against Spark Connect (SPARK_REMOTE): dbt-spark's builder calls
 # enableHiveSupport(), a static config the server fixed at start-up, and pyspark warns about it
@@ -23,11 +37,74 @@ class ChainTableCredentials(SparkCredentials):
     # dbt-spark polls a Thrift Server every 5 s by default; a chain run is a few dozen short
     # statements, so poll often (seconds, fractions allowed)
     poll_interval: float = 0.2  # type: ignore[assignment]  # widens dbt-spark's int for sleep()
+    # session method: where the embedded catalog lives, as absolute paths (what `dbt init`
+    # asks for); without them Spark uses ./spark-warehouse and ./metastore_db of the folder dbt
+    # runs from, a new empty catalog in every other folder. Keys the profile's
+    # server_side_parameters set themselves win.
+    warehouse_dir: str | None = None
+    metastore_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.method != SparkConnectionMethod.SESSION:
+            return
+        paths: dict[str, str] = {}
+        if self.warehouse_dir:
+            paths["spark.sql.warehouse.dir"] = self.warehouse_dir
+        if self.metastore_dir:
+            paths["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+                f"jdbc:derby:;databaseName={self.metastore_dir};create=true"
+            )
+        if paths:
+            self.server_side_parameters = {**paths, **(self.server_side_parameters or {})}
 
     @property
     def type(self) -> str:
         return "chaintable"
 
+    def _connection_keys(self) -> tuple[str, ...]:
+        return (*super()._connection_keys(), "method", "warehouse_dir", "metastore_dir")
+
 
 class ChainTableConnectionManager(SparkConnectionManager):
     TYPE = "chaintable"
+
+    def __init__(self, profile: Any, mp_context: Any) -> None:
+        super().__init__(profile, mp_context)
+        creds = profile.credentials
+        if creds.method == SparkConnectionMethod.SESSION:
+            # the JVM's start overlaps dbt's parsing of the project (docs/design.md#quiet-spark)
+            spark_log.start_jvm_early(creds.server_side_parameters or {})
+
+    @classmethod
+    def open(cls, connection: Connection) -> Connection:
+        creds = connection.credentials
+        if creds.method == SparkConnectionMethod.SESSION:
+            # the JVM starts here, quietly, if the early start did not (or failed: here it says
+            # why); its cost is logged apart from the first statement's
+            waited = time.monotonic()
+            spark_log.start_jvm(creds.server_side_parameters or {})
+            took = spark_log.take_start_time()
+            if took is not None:
+                log = spark_log.log_file()
+                logger.debug(
+                    f"Spark JVM started in {took:.1f}s (the first connection waited "
+                    f"{time.monotonic() - waited:.1f}s for it)"
+                    + (f"; its log: {log}" if log else "")
+                )
+        return super().open(connection)
+
+    @contextmanager
+    def exception_handler(self, sql: str) -> Iterator[None]:
+        start = spark_log.offset()
+        try:
+            with super().exception_handler(sql):
+                yield
+        except Exception:
+            lines = spark_log.failure_lines(start)
+            if lines:
+                logger.error(
+                    "Spark's log while the statement ran "
+                    f"(all of it: {spark_log.log_file()}):\n  " + "\n  ".join(lines)
+                )
+            raise

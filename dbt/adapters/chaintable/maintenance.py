@@ -20,6 +20,7 @@ from dbt.adapters.chaintable.options import (
     history_from_properties,
 )
 from dbt.adapters.chaintable.planner import ChainPlanError, Values, parse_partition_spec
+from dbt.adapters.chaintable.progress import Stopwatch
 from dbt.adapters.chaintable.publish import Publisher
 from dbt.adapters.chaintable.runner import logger
 from dbt.adapters.chaintable.view import ViewWriter
@@ -70,6 +71,7 @@ class Maintenance:
             return self._compact(relation, partition, overwrite)
 
     def _compact(self, relation: BaseRelation, partition: Any, overwrite: bool) -> bool:
+        clock = Stopwatch()
         loaded = self.catalog.load(relation)
         state, renderer, lay = loaded.state(), loaded.renderer(), loaded.layout
         plan = state.plan_compaction(
@@ -103,6 +105,10 @@ class Maintenance:
         for row in self.catalog.runner.fetch(renderer.count_by_group(str(snapshot), written)):
             group = tuple(str(v) for v in row[:-1])
             logger.info(f"  wrote {row[-1]} row(s) for {state.describe_group(group)}")
+        logger.info(
+            f"compact_chain {relation}: {len(written)} snapshot partition(s) published "
+            f"({clock} since the start)"
+        )
         stale = loaded.stale()
         by_values = {lay.parse(k): v for k, v in stale.items()}
         after = {
@@ -180,6 +186,7 @@ class Maintenance:
         )
         if dry_run or plan.is_empty():
             return [header, *lines]
+        clock = Stopwatch()
         renderer = loaded.renderer()
         deltas = [g + c for g, c in plan.delta_drops()]
         snaps = [g + c for g, c in plan.snapshot_drops()]
@@ -203,6 +210,10 @@ class Maintenance:
             )
         for line in [header, *lines]:
             logger.info(line)
+        logger.info(
+            f"expire_chain {loaded.tables.view}: {len(snaps)} snapshot and {len(deltas)} delta "
+            f"partition(s) dropped in {clock}"
+        )
         return [header, *lines]
 
     def auto_expire(self, relation: BaseRelation) -> None:

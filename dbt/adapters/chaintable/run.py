@@ -22,6 +22,7 @@ from dbt.adapters.chaintable.options import (
     dropped_field_options,
 )
 from dbt.adapters.chaintable.planner import ChainState, Values
+from dbt.adapters.chaintable.progress import Stopwatch
 from dbt.adapters.chaintable.publish import Publisher
 from dbt.adapters.chaintable.runner import logger
 from dbt.adapters.chaintable.sql import statements as S
@@ -206,6 +207,7 @@ class RunFlow:
     def execute(self, run: ChainRun, compiled_code: str) -> str:
         """The whole run under the table's lock: stage the model's rows, check them, publish
         them partition by partition, then invalidate, refresh the view and expire."""
+        clock = Stopwatch()
         with self.publisher.locked(run.tables, f"run of model '{run.model}'"):
             stage = self._stage(run, compiled_code)
             safety.failpoint("run.staged")
@@ -216,6 +218,10 @@ class RunFlow:
                     loaded=self.accumulator.before_write(plan.loaded, run.branch, plan.written),
                 )
             stage_dropped = self._write(run, stage, plan)
+            logger.info(
+                f"'{run.model}': {len(plan.written)} partition(s) written to the {run.branch} "
+                f"branch ({clock} since the run started)"
+            )
             self._finish(run, plan, stage_dropped)
         return f"OK: {len(plan.written)} {run.branch} partition(s)"
 

@@ -1,0 +1,95 @@
+"""Session mode's set-up without Spark: the profile's catalog paths, the switch, and which of
+Spark's log lines a failed statement shows (docs/design.md#quiet-spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbt.adapters.chaintable import spark_log
+from dbt.adapters.chaintable.connections import ChainTableCredentials
+
+URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
+# dbt-spark's own setting, whatever the method
+ANSI = {"spark.sql.ansi.enabled": "false"}
+
+
+def creds(**kw) -> ChainTableCredentials:
+    return ChainTableCredentials(host="localhost", schema="ods", **kw)
+
+
+def test_catalog_paths_become_spark_settings_and_the_profiles_own_win():
+    c = creds(method="session", warehouse_dir="/d/wh", metastore_dir="/d/ms")
+    assert c.server_side_parameters == {
+        "spark.sql.warehouse.dir": "/d/wh",
+        URL: "jdbc:derby:;databaseName=/d/ms;create=true",
+        **ANSI,
+    }
+    c = creds(
+        method="session",
+        warehouse_dir="/d/wh",
+        metastore_dir="/d/ms",
+        server_side_parameters={"spark.sql.warehouse.dir": "/own", "spark.ui.enabled": "false"},
+    )
+    assert c.server_side_parameters == {
+        "spark.sql.warehouse.dir": "/own",
+        URL: "jdbc:derby:;databaseName=/d/ms;create=true",
+        "spark.ui.enabled": "false",
+        **ANSI,
+    }
+    # over thrift the server owns its catalog: nothing added
+    assert creds(method="thrift", port=10000, warehouse_dir="/d/wh").server_side_parameters == ANSI
+    assert creds(method="session").server_side_parameters == ANSI
+
+
+@pytest.mark.parametrize(
+    ("value", "level"),
+    [(None, None), ("", None), ("warn", "WARN"), (" ERROR ", "ERROR"), ("1", "")],
+)
+def test_switch_level(monkeypatch, value, level):
+    if value is None:
+        monkeypatch.delenv(spark_log.ENV_SWITCH, raising=False)
+    else:
+        monkeypatch.setenv(spark_log.ENV_SWITCH, value)
+    assert spark_log._switch_level() == level
+
+
+def test_no_jvm_of_ours_with_spark_connect(monkeypatch):
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    assert spark_log._ours_to_start({})
+    assert not spark_log._ours_to_start({"spark.remote": "sc://h:15002"})
+    monkeypatch.setenv("SPARK_REMOTE", "sc://h:15002")
+    assert not spark_log._ours_to_start({})
+
+
+def test_failure_lines_are_messages_written_since_the_statement_began(monkeypatch, tmp_path):
+    log = tmp_path / "spark.log"
+    log.write_text("26/11/25 10:00:00 WARN Old: before the statement\n")
+    monkeypatch.setattr(spark_log._State, "log_file", log)
+    monkeypatch.setattr(spark_log._State, "failures", 0)
+    start = spark_log.offset()
+    with open(log, "a") as f:
+        f.write(
+            "26/11/25 10:00:01 ERROR Executor: Exception in task 0.0 in stage 0.0 (TID 0)\n"
+            "org.apache.spark.SparkRuntimeException: [USER_RAISED_EXCEPTION] bad row 1\n"
+            "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.raiseError(X.scala:1)\n"
+            "\t... 12 more\n"
+            "Caused by: java.lang.RuntimeException: inner\n"
+            "\n"
+        )
+        f.writelines(f"26/11/25 10:00:02 WARN TaskSetManager: Lost task {i}\n" for i in range(40))
+    lines = spark_log.failure_lines(start)
+    assert len(lines) == 30
+    assert lines[-1] == "26/11/25 10:00:02 WARN TaskSetManager: Lost task 39"
+    monkeypatch.setattr(spark_log, "_MAX_LINES", 1000)
+    assert spark_log.failure_lines(start)[:3] == [
+        "26/11/25 10:00:01 ERROR Executor: Exception in task 0.0 in stage 0.0 (TID 0)",
+        "org.apache.spark.SparkRuntimeException: [USER_RAISED_EXCEPTION] bad row 1",
+        "Caused by: java.lang.RuntimeException: inner",
+    ]
+
+
+def test_no_lines_without_a_quiet_jvm(monkeypatch):
+    monkeypatch.setattr(spark_log._State, "log_file", None)
+    assert spark_log.offset() == 0
+    assert spark_log.failure_lines(0) == []
