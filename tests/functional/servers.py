@@ -159,6 +159,9 @@ def _sql_confs(state_dir: Path) -> list[str]:
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={state_dir / 'metastore_db'};create=true",
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",
+        # sessions read a table's schema again after 3 s: a chain run that adds columns waits
+        # that long before its view reads them (README: running on a cluster)
+        "spark.sql.metadataCacheTTLSeconds": "3",
     }
     # the JVM's temp dir too: Hive's <uuid>_resources and scratch dirs would land in /tmp
     (state_dir / "tmp").mkdir(exist_ok=True)

@@ -85,3 +85,20 @@ def test_a_bad_chain_branch_names_the_model_and_the_choices():
 def test_a_chain_partition_of_two_partitions_is_refused():
     with pytest.raises(ChainConfigError, match="exactly one partition is expected"):
         ModelSettings.from_config("m", {**BASE, "chain_partition": "dt=1;dt=2"})
+
+
+@pytest.mark.parametrize(
+    "text,seconds",
+    [("5", 5.0), ("5s", 5.0), ("2min", 120.0), ("1500ms", 1.5), ("1h", 3600.0), (" 3 ", 3.0)],
+)
+def test_a_servers_metadata_cache_time_in_seconds(text, seconds):
+    from dbt.adapters.chaintable.catalog import duration_seconds
+
+    assert duration_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["-1000ms", "0", "-1", "", "soon", "5 weeks"])
+def test_a_metadata_cache_kept_for_good_has_no_time(text):
+    from dbt.adapters.chaintable.catalog import duration_seconds
+
+    assert duration_seconds(text) is None

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions, dropped_field_options
+from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions, dropped_options
 from dbt.adapters.chaintable.sql import merge, stage
 from dbt.adapters.chaintable.sql.merge import ANCHOR, ORD, RESET, RETRACT
 
@@ -468,7 +468,7 @@ def test_group_columns_and_sequence_types_checked_against_the_model():
 def test_options_taken_out_of_the_config_are_the_stored_keys_to_unset():
     stored = grouped(aggregate_functions={"d": "sum"}, ignore_retract=["a"]).to_properties()
     now = grouped().to_properties()
-    assert dropped_field_options(stored | {"owner": "x"}, now) == [
+    assert dropped_options(stored | {"owner": "x"}, now) == [
         "fields.a.ignore-retract",
         "fields.d.aggregate-function",
     ]
@@ -481,9 +481,9 @@ def test_options_taken_out_of_the_config_are_the_stored_keys_to_unset():
             "sequence_groups": {"g_1": ["a", "b"]},
         },
     ).to_properties()
-    assert dropped_field_options(stored, fewer) == [
+    assert dropped_options(stored, fewer) == [
         "fields.a.ignore-retract",
         "fields.d.aggregate-function",
         "fields.g_2,g_3.sequence-group",
     ]
-    assert dropped_field_options(now, now) == []
+    assert dropped_options(now, now) == []

@@ -3,6 +3,7 @@ partitions of both branches, read with a few statements and returned as one `Loa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -193,6 +194,22 @@ class Loaded:
         return replace(self, cumulative=None if parts is None else tuple(parts))
 
 
+# how long a session of a shared server keeps a table's schema cached (Spark's default: for
+# good); a table given new columns reads with its old ones in a session that cached it before
+METADATA_CACHE_TTL = "spark.sql.metadataCacheTTLSeconds"
+_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> float | None:
+    """A Spark time setting (`5`, `5s`, `2min`, `-1000ms`; seconds without a unit) in seconds,
+    None when it is not positive or not a duration."""
+    m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([a-z]*)\s*", text.lower())
+    if not m or m.group(2) not in {"", *_UNITS}:
+        return None
+    seconds = float(m.group(1)) * _UNITS.get(m.group(2), 1)
+    return seconds if seconds > 0 else None
+
+
 class Catalog:
     """Catalog reads and property writes through the runner."""
 
@@ -202,6 +219,12 @@ class Catalog:
     # ---- listings and descriptions ----------------------------------------------------------
     def exists(self, relation: BaseRelation) -> bool:
         return bool(self.runner.fetch(S.show_tables(schema_of(relation), name_of(relation))))
+
+    def metadata_cache_ttl(self) -> float | None:
+        """Seconds after which other sessions of the server read a table's schema again, None
+        when they keep it (METADATA_CACHE_TTL unset)."""
+        rows = self.runner.fetch(S.show_conf(METADATA_CACHE_TTL))
+        return duration_seconds(str(rows[0][1])) if rows else None
 
     def names_like(self, schema: str, pattern: str) -> set[str]:
         """Lower-case names of the tables and views matching `pattern`."""

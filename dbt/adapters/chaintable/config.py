@@ -38,6 +38,7 @@ class ChainTableConfig(SparkConfig):
     chain_branch: str | None = None
     chain_partition: dict[str, Any] | str | None = None
     cumulative_delta: bool | None = None
+    chain_compaction: dict[str, Any] | None = None
     tblproperties: dict[str, str] | None = None
 
 

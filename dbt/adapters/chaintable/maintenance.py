@@ -8,7 +8,7 @@ from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 
-from dbt.adapters.chaintable import expire, safety
+from dbt.adapters.chaintable import expire, policy, safety
 from dbt.adapters.chaintable import status as status_mod
 from dbt.adapters.chaintable.accumulate import Accumulator
 from dbt.adapters.chaintable.catalog import Catalog, ChainTables, Loaded
@@ -19,10 +19,17 @@ from dbt.adapters.chaintable.options import (
     ChainConfigError,
     history_from_properties,
 )
-from dbt.adapters.chaintable.planner import ChainPlanError, Values, parse_partition_spec
+from dbt.adapters.chaintable.planner import (
+    ChainPlanError,
+    ReadPlan,
+    Values,
+    format_partition,
+    parse_partition_spec,
+)
 from dbt.adapters.chaintable.progress import Stopwatch
 from dbt.adapters.chaintable.publish import Publisher
 from dbt.adapters.chaintable.runner import logger
+from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
 from dbt.adapters.chaintable.view import ViewWriter
 
 TS_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -63,19 +70,99 @@ class Maintenance:
         )
         state = loaded.state()
         serving = loaded.serving(state.delta_only()) if loaded.opts.cumulative_delta else None
-        return status_mod.render(loaded.opts, state, loaded.stale(), plan, serving)
+        verdicts = self.compaction_verdicts(loaded) if loaded.opts.compaction else None
+        return status_mod.render(loaded.opts, state, loaded.stale(), plan, serving, verdicts)
 
     # ---- compaction ---------------------------------------------------------------------------
     def compact(self, relation: BaseRelation, partition: Any, overwrite: bool) -> bool:
+        """compact_chain: the partition given, or with none what the policy says is due."""
         with self.publisher.locked(ChainTables.of(relation), "compact_chain"):
-            return self._compact(relation, partition, overwrite)
+            if partition is None or partition in ("", {}):
+                return self.compact_due(self.catalog.load(relation), "compact_chain")
+            return self._compact(relation, parse_partition_spec(partition), overwrite)
 
-    def _compact(self, relation: BaseRelation, partition: Any, overwrite: bool) -> bool:
+    def compaction_verdicts(self, loaded: Loaded) -> list[policy.Verdict]:
+        """Per group, whether its newest day is due under the model's chain_compaction."""
+        assert loaded.opts.compaction is not None
+        state = loaded.state()
+        plans = policy.needs_counts(loaded.opts.compaction, state)
+        return policy.decide(loaded.opts.compaction, state, self._counts(loaded, plans))
+
+    def _counts(self, loaded: Loaded, plans: list[ReadPlan]) -> dict[Values, policy.Counts]:
+        """The ratio trigger's counts of `plans` (newest days): changed keys from the day's
+        cumulative delta when it serves the day (its rows, footers only), else the distinct
+        keys of the day's deltas; the anchor's rows."""
+        if not plans:
+            return {}
+        renderer, fetch = loaded.renderer(), self.catalog.runner.fetch
+
+        def by_group(sql: str) -> dict[Values, int]:
+            return {tuple(str(v) for v in row[:-1]): int(row[-1]) for row in fetch(sql)}
+
+        serving = loaded.serving(plans)
+        changed = by_group(cumulative_sql.count_by_group(renderer, serving)) if serving else {}
+        deltas = [p.group + d for p in plans if p.group + p.chain not in serving for d in p.deltas]
+        if deltas:
+            changed.update(by_group(renderer.keys_by_group(str(loaded.tables.delta), deltas)))
+        anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
+        rows = (
+            by_group(renderer.count_by_group(str(loaded.tables.snapshot), anchors))
+            if anchors
+            else {}
+        )
+        return {
+            p.group: policy.Counts(changed.get(p.group, 0), rows.get(p.group, 0)) for p in plans
+        }
+
+    def compact_due(self, loaded: Loaded, who: str) -> bool:
+        """Compact each group's newest day that the policy says is due (one compaction per
+        day, all its due groups), under the caller's lock; True when anything was written.
+        `loaded` is the catalog as it is now."""
+        name, rule = loaded.tables.view, loaded.opts.compaction
+        if rule is None:
+            raise ChainPlanError(
+                f"{who} {name}: give the partition to compact (e.g. partition: {{dt: "
+                "'20250811'}), or configure chain_compaction on the model to compact what it "
+                "says is due"
+            )
+        state = loaded.state()
+        verdicts = self.compaction_verdicts(loaded)
+        due = policy.due_by_day(verdicts, state)
+        for v in verdicts:
+            day = format_partition(loaded.opts.chain_keys, v.newest) if v.newest else "-"
+            logger.info(
+                f"  {state.describe_group(v.group)}: newest day {day}: "
+                f"{'due' if v.due else 'not due'} ({v.reason})"
+            )
+        if not due:
+            logger.info(f"{who} {name}: no compaction due ({rule.describe()})")
+            return False
+        logger.info(
+            f"{who} {name}: compacting {sum(len(g) for _, g in due)} group(s) due under "
+            f"chain_compaction ({rule.describe()})"
+        )
+        clock = Stopwatch()
+        for chain, groups in due:
+            spec = dict(zip(loaded.opts.chain_keys, chain, strict=True))
+            self._compact(name, spec, overwrite=False, only=groups)
+        logger.info(
+            f"{who} {name}: compacted {sum(len(g) for _, g in due)} group(s) on {len(due)} "
+            f"day(s) in {clock}"
+        )
+        return True
+
+    def _compact(
+        self,
+        relation: BaseRelation,
+        spec: dict[str, str],
+        overwrite: bool,
+        only: list[Values] | None = None,
+    ) -> bool:
         clock = Stopwatch()
         loaded = self.catalog.load(relation)
         state, renderer, lay = loaded.state(), loaded.renderer(), loaded.layout
         plan = state.plan_compaction(
-            parse_partition_spec(partition), overwrite=bool(overwrite), history=loaded.history()
+            spec, overwrite=bool(overwrite), history=loaded.history(), only=only
         )
         logger.info(f"compact_chain {relation}: {plan.message}")
         if not plan.written:

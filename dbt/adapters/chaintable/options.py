@@ -7,7 +7,7 @@ status) works from the catalog alone, without the dbt project that created the t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,104 @@ class ChainConfigError(DbtRuntimeError):
     """A chain table configuration that cannot work; raised before anything is written."""
 
 
+COMPACTION_MODES = ("inline", "deferred")
+COMPACTION_KEYS = ("max_chain_length", "max_cumulative_ratio", "mode")
+# the compaction policy (model config chain_compaction) in TBLPROPERTIES, ours: a deferred
+# compaction is planned from the catalog alone
+P_COMPACTION_LENGTH = "chaintable.compaction.max-chain-length"
+P_COMPACTION_RATIO = "chaintable.compaction.max-cumulative-ratio"
+P_COMPACTION_MODE = "chaintable.compaction.mode"
+COMPACTION_PROPERTIES = (P_COMPACTION_LENGTH, P_COMPACTION_RATIO, P_COMPACTION_MODE)
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    max_chain_length: int | None = None
+    max_cumulative_ratio: float | None = None
+    mode: str = "inline"
+
+    @classmethod
+    def from_config(cls, raw: Any, fail: Callable[[str], Exception]) -> CompactionPolicy | None:
+        """`{max_chain_length: 7, max_cumulative_ratio: 0.05, mode: inline}`; None or {}: no
+        policy. `fail(message)` makes the error that names the model."""
+        if raw is None or raw == {} or raw == "":
+            return None
+        if not isinstance(raw, Mapping):
+            raise fail(
+                "chain_compaction must be a dict such as {max_chain_length: 7, mode: inline}, "
+                f"got {raw!r}"
+            )
+        unknown = sorted(str(k) for k in raw if k not in COMPACTION_KEYS)
+        if unknown:
+            raise fail(
+                f"chain_compaction has unknown key(s) {unknown}; expected {list(COMPACTION_KEYS)}"
+            )
+        length = raw.get("max_chain_length")
+        if length is not None and (
+            isinstance(length, bool) or not _is_int(length) or int(length) < 1
+        ):
+            raise fail(f"chain_compaction max_chain_length must be an integer >= 1, got {length!r}")
+        ratio = raw.get("max_cumulative_ratio")
+        if ratio is not None and (
+            isinstance(ratio, bool) or not _is_number(ratio) or float(ratio) <= 0
+        ):
+            raise fail(f"chain_compaction max_cumulative_ratio must be a number > 0, got {ratio!r}")
+        if length is None and ratio is None:
+            raise fail(
+                "chain_compaction needs a trigger: max_chain_length and/or max_cumulative_ratio"
+            )
+        mode = str(raw.get("mode") or "inline")
+        if mode not in COMPACTION_MODES:
+            raise fail(f"chain_compaction mode '{mode}' is not one of {list(COMPACTION_MODES)}")
+        return cls(
+            None if length is None else int(length),
+            None if ratio is None else float(ratio),
+            mode,
+        )
+
+    def to_properties(self) -> dict[str, str]:
+        props = {P_COMPACTION_MODE: self.mode}
+        if self.max_chain_length is not None:
+            props[P_COMPACTION_LENGTH] = str(self.max_chain_length)
+        if self.max_cumulative_ratio is not None:
+            props[P_COMPACTION_RATIO] = repr(self.max_cumulative_ratio)
+        return props
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> CompactionPolicy | None:
+        length, ratio = props.get(P_COMPACTION_LENGTH), props.get(P_COMPACTION_RATIO)
+        if not length and not ratio:
+            return None
+        return cls(
+            int(length) if length else None,
+            float(ratio) if ratio else None,
+            props.get(P_COMPACTION_MODE) or "inline",
+        )
+
+    def describe(self) -> str:
+        triggers = []
+        if self.max_chain_length is not None:
+            triggers.append(f"max_chain_length {self.max_chain_length}")
+        if self.max_cumulative_ratio is not None:
+            triggers.append(f"max_cumulative_ratio {self.max_cumulative_ratio:g}")
+        return " or ".join(triggers) + f", mode {self.mode}"
+
+
+def _is_int(value: Any) -> bool:
+    try:
+        return float(value) == int(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _as_list(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -126,6 +224,7 @@ class ChainOptions:
     # partial-update: ((sequence columns, member columns), ...): the members (and the sequence
     # columns) take the values of the row with the highest group sequence
     sequence_groups: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+    compaction: CompactionPolicy | None = None  # chain_compaction; None: compact when asked
 
     # ---- derived -------------------------------------------------------------------------
     @property
@@ -277,6 +376,7 @@ class ChainOptions:
             ignore_delete=ignore_delete,
             cumulative_delta=_as_bool(config.get("cumulative_delta", True)),
             sequence_groups=groups,
+            compaction=CompactionPolicy.from_config(config.get("chain_compaction"), fail),
         )
         try:
             opts.validate_timestamps()
@@ -363,6 +463,8 @@ class ChainOptions:
             props[f"{P_FIELD_PREFIX}{col}{P_RETRACT_SUFFIX}"] = "true"
         for seq, members in self.sequence_groups:
             props[f"{P_FIELD_PREFIX}{','.join(seq)}{P_GROUP_SUFFIX}"] = ",".join(members)
+        if self.compaction is not None:
+            props.update(self.compaction.to_properties())
         return props
 
     @classmethod
@@ -400,6 +502,7 @@ class ChainOptions:
             ignore_delete=_as_bool(props.get(P_PU_IGNORE_DELETE, "false")),
             cumulative_delta=_as_bool(props.get(P_CUMULATIVE, "true")),
             sequence_groups=tuple(sorted(groups)),
+            compaction=CompactionPolicy.from_properties(props),
         )
 
     def structural_differences(self, other: ChainOptions) -> dict[str, tuple[Any, Any]]:
@@ -481,15 +584,32 @@ def _check_groups(
             )
 
 
-def dropped_field_options(stored: Mapping[str, str], props: Mapping[str, str]) -> list[str]:
-    """Per-column options (`fields.<...>.<option>`) stored but no longer configured: a group,
-    function or ignore-retract taken out of the config. Setting the new properties leaves them,
-    and a later read of the options from the catalog would bring them back."""
+# options a model's config may leave out: stored, then no longer configured, they are unset
+OPTIONAL_PROPERTIES = (
+    P_SEQUENCE,
+    P_ROWKIND,
+    P_TS_PATTERN,
+    P_TS_FORMATTER,
+    P_EXPIRATION,
+    P_CHECK_INTERVAL,
+    P_MAX_NUM,
+    P_PU_REMOVE_ON_DELETE,
+    P_PU_IGNORE_DELETE,
+    *COMPACTION_PROPERTIES,
+)
+
+
+def dropped_options(stored: Mapping[str, str], props: Mapping[str, str]) -> list[str]:
+    """Options stored but no longer configured: a per-column option (`fields.<...>.<option>`:
+    a group, function or ignore-retract taken out of the config), an optional one such as the
+    compaction policy or expiration. Setting the new properties leaves them, and a later read
+    of the options from the catalog would bring them back."""
     suffixes = (P_AGG_SUFFIX, P_RETRACT_SUFFIX, P_GROUP_SUFFIX)
     return sorted(
         k
         for k in stored
-        if k.startswith(P_FIELD_PREFIX) and k.endswith(suffixes) and k not in props
+        if k not in props
+        and ((k.startswith(P_FIELD_PREFIX) and k.endswith(suffixes)) or k in OPTIONAL_PROPERTIES)
     )
 
 

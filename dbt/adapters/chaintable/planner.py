@@ -301,8 +301,13 @@ class ChainState:
         spec: Mapping[str, str],
         overwrite: bool = False,
         history: Mapping[Values, Values] | None = None,
+        only: Iterable[Values] | None = None,
     ) -> CompactionPlan:
+        """`only`: of the groups the spec matches, these (the compaction policy's due ones)."""
         chain, groups = self.resolve_spec(spec)
+        if only is not None:
+            wanted = set(only)
+            groups = [g for g in groups if g in wanted]
         history = history or {}
         label = format_partition(self.opts.chain_keys, chain)
         existing = tuple(g for g in groups if g + chain in self.snapshots)

@@ -4,22 +4,33 @@ Each step returns an immutable value the next one reads."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
+from dbt.adapters.events.logging import get_node_info
+from dbt.adapters.events.types import AdapterEventWarning
+from dbt_common.events.functions import warn_or_error
+from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable import checks, safety
 from dbt.adapters.chaintable.accumulate import Accumulator
-from dbt.adapters.chaintable.catalog import Catalog, ChainTables, Loaded, name_of
+from dbt.adapters.chaintable.catalog import (
+    METADATA_CACHE_TTL,
+    Catalog,
+    ChainTables,
+    Loaded,
+    name_of,
+)
 from dbt.adapters.chaintable.config import ModelSettings
 from dbt.adapters.chaintable.maintenance import Maintenance
 from dbt.adapters.chaintable.options import (
     P_BRANCH,
     ChainConfigError,
     ChainOptions,
-    dropped_field_options,
+    dropped_options,
 )
 from dbt.adapters.chaintable.planner import ChainState, Values
 from dbt.adapters.chaintable.progress import Stopwatch
@@ -84,6 +95,12 @@ class WritePlan:
     staged: tuple[Values, ...]  # partitions with rows
     empties: tuple[Values, ...]  # chain_partition's "no changes" partitions
     written: tuple[Values, ...]
+    columns_added_at: float | None = None  # time.monotonic() of a schema change's ADD COLUMNS
+
+
+# the longest a run waits for other sessions' cached schemas to expire before its view reads
+# new columns (a server keeping them longer is told so in the log)
+MAX_SCHEMA_WAIT = 120.0
 
 
 def table_order(cols: Columns, opts: ChainOptions) -> list[tuple[str, str]]:
@@ -222,8 +239,9 @@ class RunFlow:
                 f"'{run.model}': {len(plan.written)} partition(s) written to the {run.branch} "
                 f"branch ({clock} since the run started)"
             )
-            self._finish(run, plan, stage_dropped)
-        return f"OK: {len(plan.written)} {run.branch} partition(s)"
+            loaded = self._finish(run, plan, stage_dropped)
+            compacted = self._maintain(run, loaded)
+        return f"OK: {len(plan.written)} {run.branch} partition(s)" + compacted
 
     def _create(
         self,
@@ -282,6 +300,7 @@ class RunFlow:
         staged = checks.check_stage(cat, run.settings, str(tables.stage), stage_cols)
         checks.check_partition_times(run.settings, staged)
         props = opts.to_properties()
+        added_at = None
         if run.full_refresh and run.exists:
             old = cat.load(tables.view)
             logger.info(
@@ -309,6 +328,7 @@ class RunFlow:
                 for rel in (tables.snapshot, tables.delta, tables.cumulative):
                     if rel is not tables.cumulative or cat.exists(rel):
                         self.run(S.add_columns(str(rel), added))
+                added_at = time.monotonic()
                 stored_cols = cat.describe(tables.snapshot)
             if message:
                 logger.info(message)
@@ -316,7 +336,7 @@ class RunFlow:
             if any(stored.get(k) != v for k, v in props.items()):  # a config option changed
                 for rel in (tables.snapshot, tables.delta):
                     cat.set_properties(rel, props)
-            dropped = dropped_field_options(stored, props)
+            dropped = dropped_options(stored, props)
             if dropped:
                 for rel in (tables.snapshot, tables.delta):
                     self.run(S.unset_properties(str(rel), dropped))
@@ -341,7 +361,14 @@ class RunFlow:
             f"partition(s) to the {run.branch} branch"
             + (" (--empty: no empty partitions)" if run.empty else "")
         )
-        return WritePlan(loaded, tuple(stage_cols), tuple(staged), tuple(empties), tuple(written))
+        return WritePlan(
+            loaded,
+            tuple(stage_cols),
+            tuple(staged),
+            tuple(empties),
+            tuple(written),
+            columns_added_at=added_at,
+        )
 
     def _write(self, run: ChainRun, stage: Stage, plan: WritePlan) -> bool:
         """Write or publish the planned partitions; True when the publish dropped the stage."""
@@ -378,10 +405,45 @@ class RunFlow:
         )
         return True
 
-    def _finish(self, run: ChainRun, plan: WritePlan, stage_dropped: bool) -> None:
+    def _await_cached_schemas(self, run: ChainRun, plan: WritePlan) -> None:
+        """After new columns, before the view reads them: a session of a shared server that read
+        the chain before keeps the branches' old schema cached, and a view naming a new column
+        fails there (UNRESOLVED_COLUMN) until that cache expires. The old view names none, so
+        the run waits out the server's cache time first (docs/design.md#crash-safety-and-locking)."""
+        if plan.columns_added_at is None:
+            return
+        ttl = self.catalog.metadata_cache_ttl()
+        if ttl is None:
+            logger.info(
+                f"'{run.model}': new columns; sessions of a shared server that read "
+                f"{run.tables.view} before keep its old columns until they reconnect or run "
+                f"REFRESH TABLE, unless the server sets {METADATA_CACHE_TTL} (README: running "
+                "on a cluster)"
+            )
+            return
+        wait = min(ttl, MAX_SCHEMA_WAIT) + 0.5 - (time.monotonic() - plan.columns_added_at)
+        if ttl > MAX_SCHEMA_WAIT:
+            logger.warning(
+                f"'{run.model}': {METADATA_CACHE_TTL} is {ttl:.0f}s; the run waits "
+                f"{MAX_SCHEMA_WAIT:.0f}s at most, so sessions that read the chain before may "
+                "fail on the new columns for the rest of that time"
+            )
+        if wait > 0:
+            logger.info(
+                f"'{run.model}': waiting {wait:.1f}s for other sessions' cached schemas "
+                f"({METADATA_CACHE_TTL} = {ttl:g}s) before the view reads the new columns"
+            )
+            time.sleep(wait)
+        else:  # the run's own work since the ADD COLUMNS took longer than the cache lives
+            logger.info(
+                f"'{run.model}': other sessions' cached schemas ({METADATA_CACHE_TTL} = "
+                f"{ttl:g}s) expired while the run wrote; the view reads the new columns"
+            )
+
+    def _finish(self, run: ChainRun, plan: WritePlan, stage_dropped: bool) -> Loaded:
         """After the publish: record stale snapshots, point the view at the new state, then drop
-        the snapshots a rewritten delta invalidates (the view no longer reads them), drop the
-        stage, and expire when configured and due."""
+        the snapshots a rewritten delta invalidates (the view no longer reads them) and the
+        stage. Returns the catalog as it now is."""
         tables, lay = run.tables, plan.loaded.layout
         # a publish switched or added exactly `plan.written` in the target branch and changed no
         # properties or columns; a first run's new tables are read again
@@ -404,8 +466,9 @@ class RunFlow:
             self.catalog.set_stale(tables, stale)
         # the snapshots a rewritten delta invalidates are dropped below: no day is built on them
         loaded = self.accumulator.after_write(loaded.without(snapshots=invalidated), plan.written)
+        self._await_cached_schemas(run, plan)
         # a publish keeps the view; a first run or full refresh dropped it
-        self.views.refresh(loaded, view_exists=run.view_exists and run.publishes)
+        loaded = self.views.refresh(loaded, view_exists=run.view_exists and run.publishes)
         safety.failpoint("run.view")
         if invalidated:
             logger.info(
@@ -415,5 +478,36 @@ class RunFlow:
             self.run(loaded.renderer().drop_partitions(str(tables.snapshot), invalidated))
         if not stage_dropped:
             self.publisher.drop_scratch(tables)
-        if run.opts.expiration_enabled and not run.empty:
-            self.maintenance.auto_expire(tables.view)
+        return loaded
+
+    def _maintain(self, run: ChainRun, loaded: Loaded) -> str:
+        """After the day is published: compact what the inline compaction policy says is due,
+        then expire when configured and due (so a new anchor counts at once). A failed
+        compaction leaves the day published and readable: the run warns (an error under
+        --warn-error) and expires nothing this time; the next run or compact_chain retries.
+        Returns what the run's result message adds."""
+        if run.empty:
+            return ""
+        rule = run.opts.compaction
+        if rule is not None and rule.mode == "inline":
+            try:
+                self.maintenance.compact_due(loaded, f"'{run.model}'")
+            except DbtRuntimeError as e:
+                self.publisher.recover(run.tables)  # the failed write leaves nothing behind
+                warn_or_error(
+                    AdapterEventWarning(
+                        name=logger.name,
+                        base_msg=(
+                            f"chain_incremental model '{run.model}': the inline compaction "
+                            f"failed; the run's {run.branch} partition(s) are published and "
+                            "readable, and the next run (or compact_chain with no partition) "
+                            f"retries what is due: {e}"
+                        ),
+                        args=[],
+                        node_info=get_node_info(),
+                    )
+                )
+                return "; compaction failed"
+        if run.opts.expiration_enabled:
+            self.maintenance.auto_expire(run.tables.view)
+        return ""

@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from dbt_common.exceptions import DbtRuntimeError
+
 P_OWNER = "chaintable.lock.owner"
 P_SINCE = "chaintable.lock.since"
 P_OPERATION = "chaintable.lock.operation"
@@ -42,9 +44,12 @@ class SimulatedCrash(Exception):
 
 
 def failpoint(name: str) -> None:
-    """`CHAINTABLE_FAILPOINT=<name>[:kill]` stops the process at a named step of an operation:
-    `kill` sends SIGKILL to the process (a real crash, for subprocess tests); otherwise it
-    raises SimulatedCrash (for in-process tests). Unset in production: one dict lookup."""
+    """`CHAINTABLE_FAILPOINT=<name>[:kill|:error|:sleep=<s>]` stops the process at a named step
+    of an operation: `kill` sends SIGKILL to the process (a real crash, for subprocess tests),
+    `error` raises the error a failed statement raises (the caller's error handling runs),
+    `sleep=<s>` holds the step for s seconds and goes on (a slow writer, for lock tests);
+    otherwise it raises SimulatedCrash (for in-process tests). Unset in production: one dict
+    lookup."""
     wanted = os.environ.get("CHAINTABLE_FAILPOINT")
     if not wanted:
         return
@@ -55,6 +60,13 @@ def failpoint(name: str) -> None:
         import signal
 
         os.kill(os.getpid(), signal.SIGKILL)
+    if how.startswith("sleep="):
+        import time
+
+        time.sleep(float(how.split("=", 1)[1]))
+        return
+    if how == "error":
+        raise DbtRuntimeError(f"failpoint {name}: a statement failed")
     raise SimulatedCrash(f"failpoint {name}")
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import ChainState, Values, format_partition
+from dbt.adapters.chaintable.policy import Verdict
 
 
 def _chain(opts: ChainOptions, chain: Values | None) -> str:
@@ -47,9 +48,11 @@ def render(
     stale: Mapping[str, str],
     expiration: Any = None,
     serving: Any = None,
+    compaction: Sequence[Verdict] | None = None,
 ) -> str:
     """`serving`: the delta-only days (group + chain values) read from the cumulative delta;
-    None when it is switched off."""
+    None when it is switched off. `compaction`: the policy's verdict per group (None: no
+    chain_compaction configured)."""
     lines: list[str] = []
     rows = []
     for g in group_summaries(opts, state):
@@ -104,6 +107,24 @@ def render(
             "recompact with overwrite: true):",
         ]
         lines += [f"  {snap}  (delta {delta} rewritten)" for snap, delta in sorted(stale.items())]
+    lines += [""]
+    if opts.compaction is None or compaction is None:
+        lines.append("compaction policy: none (compact_chain compacts the partition it is given)")
+    else:
+        lines.append(f"compaction policy: {opts.compaction.describe()}")
+        lines += _table(
+            ["group", "newest day", "chain length", "due now", "why"],
+            [
+                [
+                    state.describe_group(v.group),
+                    _chain(opts, v.newest),
+                    str(v.chain_length),
+                    "yes" if v.due else "no",
+                    v.reason,
+                ]
+                for v in compaction
+            ],
+        )
     if expiration is not None:
         lines += [""]
         if expiration.is_empty():

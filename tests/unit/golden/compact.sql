@@ -62,11 +62,11 @@ SELECT `id`, `v`, `op`, `seq`, CASE WHEN `id` = __first THEN __mask END, `region
 ;
 SHOW PARTITIONS s.t__cumulative
 ;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250105', `ct__stamp` = '397aefde7fea5963') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250105', `ct__stamp` = '397aefde7fea5963') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
 ;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250106', `ct__stamp` = '75f0154f4ea8f103') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250106', `ct__stamp` = '75f0154f4ea8f103') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
 ;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250107', `ct__stamp` = '422007d572ce8234') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250107', `ct__stamp` = '422007d572ce8234') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
 ;
 CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)
 ;

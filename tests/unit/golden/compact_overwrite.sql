@@ -65,9 +65,9 @@ SELECT `id`, `v`, `op`, `seq`, CASE WHEN `id` = __first THEN __mask END, `region
 ;
 SHOW PARTITIONS s.t__cumulative
 ;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250109', `ct__stamp` = '23fdfe48df8e92f9') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250109', `ct__stamp` = '23fdfe48df8e92f9') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
 ;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250110', `ct__stamp` = '3e202af60584be8d') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250110', `ct__stamp` = '3e202af60584be8d') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
 ;
 CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)
 ;

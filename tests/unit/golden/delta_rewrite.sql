@@ -75,11 +75,11 @@ SELECT `id`, `v`, `op`, `seq`, CASE WHEN `id` = __first THEN __mask END, `region
 ;
 SHOW PARTITIONS s.t__cumulative
 ;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250105', `ct__stamp` = '552d7150d61960c1') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250105', `ct__stamp` = '552d7150d61960c1') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
 ;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250106', `ct__stamp` = 'f5fa92fab6c685ca') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250106', `ct__stamp` = 'f5fa92fab6c685ca') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
 ;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250107', `ct__stamp` = '0c72b20915c29a39') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250107', `ct__stamp` = '0c72b20915c29a39') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
 ;
 CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)
 ;

@@ -55,9 +55,9 @@ SELECT `id`, `v`, `op`, `seq`, CASE WHEN `id` = __first THEN __mask END, `region
 ;
 SHOW PARTITIONS s.t__cumulative
 ;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250111', `ct__stamp` = '01c2f1eb9ff590da') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250111', `ct__stamp` = '01c2f1eb9ff590da') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
 ;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'US', `dt` = '20250111', `ct__stamp` = '302087a0da890e2b') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'US', `dt` = '20250111', `ct__stamp` = '302087a0da890e2b') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
 ;
 CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)
 ;

@@ -20,6 +20,8 @@ region=US  dt=20250102  dt=20250101         1              merge (no cumulative 
 region=US  dt=20250103  dt=20250101         2              merge (no cumulative delta built for these inputs)
 region=US  dt=20250104  dt=20250101         3              merge (no cumulative delta built for these inputs)
 
+compaction policy: none (compact_chain compacts the partition it is given)
+
 expiration now (cutoff 2025-01-30 00:00:00) would drop:
   keep anchor snapshot region=CN/dt=20250108
   drop snapshot region=CN/dt=20250101 with region=CN/dt=20250102, region=CN/dt=20250103, region=CN/dt=20250104, region=CN/dt=20250105, region=CN/dt=20250106, region=CN/dt=20250107

@@ -181,6 +181,16 @@ def select(r: Renderer, parts: Mapping[Values, str]) -> str:
     return f"SELECT {cols_sql(r.columns)} FROM {r.cumulative} WHERE {_where(r, parts)}"
 
 
+def count_by_group(r: Renderer, parts: Mapping[Values, str]) -> str:
+    """Rows per group (group values, then the count) of C partitions `parts`: the keys changed
+    since each day's anchor, tombstones included."""
+    groups = cols_sql(r.opts.group_keys)
+    return (
+        f"SELECT {groups + ', ' if groups else ''}count(*) FROM {r.cumulative} "
+        f"WHERE {_where(r, parts)}" + (f" GROUP BY {groups}" if groups else "")
+    )
+
+
 def read(r: Renderer, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> list[str]:
     """The full state of one day for the groups of `plans`, all served (`serving`), as the
     SELECTs of a UNION ALL."""
@@ -274,7 +284,11 @@ def empty(r: Renderer, values: Values, stamp: str) -> str:
         [*(f"CAST(NULL AS {r.type_of(c)}) AS {q(c)}" for c in r.data_columns), "NULL"]
     )
     spec = spec_sql([*r.opts.partition_by, STAMP_COLUMN], (*values, stamp))
-    return f"INSERT OVERWRITE TABLE {r.cumulative} PARTITION ({spec}) SELECT {nulls} WHERE 1 = 0"
+    names = cols_sql([*r.data_columns, MASK_COLUMN])  # by name, as in build
+    return (
+        f"INSERT OVERWRITE TABLE {r.cumulative} PARTITION ({spec}) ({names}) "
+        f"SELECT {nulls} WHERE 1 = 0"
+    )
 
 
 def drop(r: Renderer, parts: Sequence[Values]) -> str | None:

@@ -378,6 +378,16 @@ class Renderer:
             + (f" GROUP BY {cols_sql(groups)}" if groups else "")
         )
 
+    def keys_by_group(self, table: str, parts: Sequence[Values]) -> str:
+        """Distinct merge keys per group (group values, then the count) in `parts` of `table`."""
+        groups = self.opts.group_keys
+        keys = cols_sql(self.opts.merge_keys) or "1"
+        return (
+            f"SELECT {cols_sql(groups) + ', ' if groups else ''}count(*) FROM (SELECT DISTINCT "
+            f"{keys} FROM {table} WHERE {self.partitions_predicate(parts)}) __k"
+            + (f" GROUP BY {cols_sql(groups)}" if groups else "")
+        )
+
     def batch_merge(self, source_sql: str) -> str:
         """A snapshot written straight from a model is itself merged (deletes applied)."""
         return merge_rows_sql(

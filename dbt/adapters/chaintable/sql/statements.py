@@ -12,6 +12,11 @@ Partition = tuple[Sequence[str], Sequence[str]]  # (columns, values)
 
 
 # ---- catalog reads --------------------------------------------------------------------------
+def show_conf(key: str) -> str:
+    """The session's value of a Spark SQL setting, as one (key, value) row."""
+    return f"SET {key}"
+
+
 def show_tables(schema: str, pattern: str) -> str:
     """Tables and views whose name matches `pattern` (`*` any text, `|` alternatives)."""
     return f"SHOW TABLES IN {schema} LIKE {string(pattern)}"

@@ -1,0 +1,289 @@
+"""The compaction policy, model config chain_compaction (docs/design.md#compaction-policy), through
+real dbt: both modes, both triggers, groups with chains of different lengths, a failing and a
+crashed inline compaction, expiration in the same run and the cumulative delta after it. Every
+day is read through the view and compared with the state computed here from the source rows."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+MODEL = """
+{{{{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
+          chain_partition_keys=['dt'], primary_key=['id', 'region', 'dt'],
+          chain_branch=var('branch', none){extra}) }}}}
+select id, v, region, dt from {{{{ target.schema }}}}.changes
+where dt = '{{{{ var("dt") }}}}'{where}
+"""
+
+
+def day(n: int) -> str:
+    return f"202508{n:02d}"
+
+
+def expected(rows, region: str, upto: str) -> list[tuple]:
+    """A day's full state: per id the row of the latest day up to `upto` (deduplicate)."""
+    state: dict[int, str] = {}
+    for i, v, r, d in sorted(rows, key=lambda x: x[3]):
+        if r == region and d <= upto:
+            state[i] = v
+    return sorted(state.items())
+
+
+def reads(p, regions, days) -> dict[tuple[str, str], list[tuple]]:
+    """Every (region, day) read through the view, one at a time."""
+    return {
+        (r, d): p.rows(f"select id, v from {{s}}.t where region = '{r}' and dt = '{d}'")
+        for r in regions
+        for d in days
+    }
+
+
+def want(rows, regions, days):
+    """What reads() must give: a group's full state on the days it has a partition (a row
+    that day: these models have no chain_partition), nothing on the others."""
+    written = {(r, d) for _, _, r, d in rows}
+    return {
+        (r, d): expected(rows, r, d) if (r, d) in written else [] for r in regions for d in days
+    }
+
+
+def snapshots(p, view="t"):
+    return p.partitions(f"{view}__snapshot")
+
+
+def scratch_tables(p):
+    """The lock and scratch tables (t__chain_map, the view's mapping table, is not one)."""
+    names = p.spark.sql(f"SHOW TABLES IN {p.schema} LIKE 't__chain_*'").collect()
+    return sorted(r[1] for r in names if r[1] != "t__chain_map")
+
+
+def status(p, view="t") -> str:
+    p.run_op("chain_status", {"model": view})
+    return p.log_text()
+
+
+# day 1: the full table; CN changes every day, US on days 2, 4 and 5
+ROWS = (
+    [(i, f"cn{i}", "CN", day(1)) for i in range(1, 5)]
+    + [(i, f"us{i}", "US", day(1)) for i in range(1, 4)]
+    + [(n, f"cn{n}-{n}", "CN", day(n)) for n in (2, 3, 4, 5)]
+    + [(n % 3 + 1, f"us-{n}", "US", day(n)) for n in (2, 4, 5)]
+)
+
+
+def test_inline_length_policy_compacts_each_group_when_its_chain_is_long_enough(project):
+    p = project
+    p.table("changes", "id int, v string, region string, dt string", ROWS)
+    p.model("t", MODEL.format(extra=", chain_compaction={'max_chain_length': 3}", where=""))
+    p.dbt("run", vars={"dt": day(1)})
+    for n in (2, 3):
+        p.dbt("run", vars={"dt": day(n)})
+        assert "no compaction due (max_chain_length 3, mode inline)" in p.log_text()
+    assert snapshots(p) == [f"region=CN/dt={day(1)}", f"region=US/dt={day(1)}"]
+
+    p.dbt("run", vars={"dt": day(4)})  # CN: 3 deltas since its anchor; US: 2
+    log = p.log_text()
+    assert f"region=CN: newest day dt={day(4)}: due (chain length 3 >= max_chain_length 3)" in log
+    assert f"region=US: newest day dt={day(4)}: not due (chain length 2 < 3)" in log
+    assert "compacting 1 group(s) due under chain_compaction" in log
+    assert f"region=CN: anchor dt={day(1)} + 3 delta partition(s) -> snapshot dt={day(4)}" in log
+    assert "wrote 4 row(s) for region=CN" in log
+    # compaction comes after the day is published and the view refreshed
+    assert log.index("partition(s) written to the delta branch") < log.index("compacting 1 group")
+    assert snapshots(p) == [
+        f"region=CN/dt={day(1)}",
+        f"region=CN/dt={day(4)}",
+        f"region=US/dt={day(1)}",
+    ]
+    assert p.rows(
+        f"select id, v from {{s}}.t__snapshot where region = 'CN' and dt = '{day(4)}'"
+    ) == (expected(ROWS, "CN", day(4)))
+
+    p.dbt("run", vars={"dt": day(5)})  # CN: 1 delta after its new anchor; US: 3
+    log = p.log_text()
+    assert f"region=CN: newest day dt={day(5)}: not due (chain length 1 < 3)" in log
+    assert f"region=US: anchor dt={day(1)} + 3 delta partition(s) -> snapshot dt={day(5)}" in log
+    assert f"region=US/dt={day(5)}" in snapshots(p)
+    days = [day(n) for n in range(1, 6)]
+    assert reads(p, ["CN", "US"], days) == want(ROWS, ["CN", "US"], days)
+
+    # chain_status: the policy and every group's verdict; CN day 5 read from the cumulative
+    # delta built on the new anchor
+    text = status(p)
+    assert "compaction policy: max_chain_length 3, mode inline" in text
+    assert re.search(rf"region=CN\s+dt={day(5)}\s+1\s+no\s+chain length 1 < 3", text)
+    assert re.search(rf"region=US\s+dt={day(5)}\s+0\s+no\s+newest day is a snapshot", text)
+    assert re.search(rf"region=CN\s+dt={day(5)}\s+dt={day(4)}\s+1\s+cumulative delta", text)
+
+
+RATIO = (
+    [(i, f"v{i}", "CN", day(1)) for i in range(1, 11)]
+    + [(1, "x", "CN", day(2)), (2, "x", "CN", day(2))]  # 2 of 10 keys changed
+    + [(2, "y", "CN", day(3)), (3, "y", "CN", day(3))]  # 3 of 10 since the anchor: not > 0.3
+    + [(4, "z", "CN", day(4))]  # 4 of 10: due
+)
+
+
+@pytest.mark.parametrize("cumulative", ["true", "false"])
+def test_deferred_ratio_policy_is_compacted_by_compact_chain_without_partition(project, cumulative):
+    """The changed keys come from the newest day's cumulative delta, or (switched off) from the
+    distinct keys of its deltas: the same verdicts."""
+    p = project
+    p.table("changes", "id int, v string, region string, dt string", RATIO)
+    rule = "{'max_cumulative_ratio': 0.3, 'mode': 'deferred'}"
+    p.model(
+        "t",
+        MODEL.format(extra=f", cumulative_delta={cumulative}, chain_compaction={rule}", where=""),
+    )
+    for n in (1, 2, 3):
+        p.dbt("run", vars={"dt": day(n)})
+    text = status(p)
+    assert "compaction policy: max_cumulative_ratio 0.3, mode deferred" in text
+    assert re.search(
+        rf"region=CN\s+dt={day(3)}\s+2\s+no\s+3 changed key\(s\) since the anchor <= 0.3 of 10 "
+        r"anchor row\(s\)",
+        text,
+    )
+    p.dbt("run", vars={"dt": day(4)})
+    assert "compacting" not in p.log_text()  # deferred: the run compacts nothing
+    assert snapshots(p) == [f"region=CN/dt={day(1)}"]
+    assert re.search(
+        rf"region=CN\s+dt={day(4)}\s+3\s+yes\s+4 changed key\(s\) since the anchor > "
+        r"max_cumulative_ratio 0.3 of 10 anchor row\(s\)",
+        status(p),
+    )
+    p.run_op("compact_chain", {"model": "t"})
+    assert "compact_chain " in p.log_text() and "(result: true)" in p.log_text()
+    assert snapshots(p) == [f"region=CN/dt={day(1)}", f"region=CN/dt={day(4)}"]
+    p.run_op("compact_chain", {"model": "t"})
+    assert "no compaction due (max_cumulative_ratio 0.3, mode deferred)" in p.log_text()
+    assert "(result: false)" in p.log_text()
+    days = [day(n) for n in range(1, 5)]
+    assert reads(p, ["CN"], days) == want(RATIO, ["CN"], days)
+
+
+def test_compact_chain_without_partition_needs_a_policy(project):
+    p = project
+    p.table("changes", "id int, v string, region string, dt string", ROWS)
+    p.model("t", MODEL.format(extra="", where=""))
+    p.dbt("run", vars={"dt": day(1)})
+    p.run_op("compact_chain", {"model": "t"}, expect_ok=False)
+    assert (
+        f"compact_chain {p.schema}.t: give the partition to compact (e.g. partition: {{dt: "
+        "'20250811'}), or configure chain_compaction on the model to compact what it says is due"
+    ) in p.log_text()
+
+
+def test_a_bad_policy_fails_before_anything_is_written(project):
+    p = project
+    p.table("changes", "id int, v string, region string, dt string", ROWS)
+    p.model("t", MODEL.format(extra=", chain_compaction={'max_chain_length': 0}", where=""))
+    p.dbt("run", vars={"dt": day(1)}, expect_ok=False)
+    assert (
+        "chain_incremental model 't': chain_compaction max_chain_length must be an integer >= 1, "
+        "got 0"
+    ) in p.log_text()
+    assert p.spark.sql(f"SHOW TABLES IN {p.schema} LIKE 't*'").collect() == []
+
+
+CN = [r for r in ROWS if r[2] == "CN"]
+LENGTH_2 = MODEL.format(
+    extra=", chain_compaction={'max_chain_length': 2}", where=" and region = 'CN'"
+)
+
+
+@pytest.fixture
+def due_next(project):
+    """CN with a snapshot and one delta: the next day's run makes its chain 2 long, due."""
+    p = project
+    p.table("changes", "id int, v string, region string, dt string", ROWS)
+    p.model("t", LENGTH_2)
+    for n in (1, 2):
+        p.dbt("run", vars={"dt": day(n)})
+    return p
+
+
+def test_a_failing_inline_compaction_leaves_the_day_published(due_next, monkeypatch):
+    p = due_next
+    # a statement of the compaction fails (after its rows were staged)
+    monkeypatch.setenv("CHAINTABLE_FAILPOINT", "compact.staged:error")
+    p.dbt("run", vars={"dt": day(3)})
+    log = p.log_text()
+    assert (
+        "chain_incremental model 't': the inline compaction failed; the run's delta "
+        "partition(s) are published and readable, and the next run (or compact_chain with no "
+        "partition) retries what is due: Runtime Error\n  failpoint compact.staged: a statement "
+        "failed"
+    ) in log
+    assert "OK: 1 delta partition(s); compaction failed" in log
+    assert snapshots(p) == [f"region=CN/dt={day(1)}"]
+    assert scratch_tables(p) == []  # nothing left behind, the lock released
+    days = [day(n) for n in (1, 2, 3)]
+    assert reads(p, ["CN"], days) == want(CN, ["CN"], days)
+    # under --warn-error the failure fails the model; the day stays published all the same
+    p.dbt("--warn-error", "run", vars={"dt": day(3)}, expect_ok=False)
+    assert reads(p, ["CN"], days) == want(CN, ["CN"], days)
+    assert scratch_tables(p) == []
+    monkeypatch.delenv("CHAINTABLE_FAILPOINT")
+    # a policy in inline mode is compacted by compact_chain without a partition too
+    p.run_op("compact_chain", {"model": "t"})
+    assert snapshots(p) == [f"region=CN/dt={day(1)}", f"region=CN/dt={day(3)}"]
+    assert reads(p, ["CN"], days) == want(CN, ["CN"], days)
+
+
+def test_a_crashed_inline_compaction_loses_nothing_and_the_rerun_compacts(due_next, monkeypatch):
+    """A crash (CHAINTABLE_FAILPOINT without :error stops as a killed process would: lock held,
+    scratch tables left) in the compaction after the day was published."""
+    p = due_next
+    monkeypatch.setenv("CHAINTABLE_FAILPOINT", "compact.staged")
+    p.dbt("run", vars={"dt": day(3)}, expect_ok=False)
+    assert "failpoint compact.staged" in p.log_text()
+    monkeypatch.delenv("CHAINTABLE_FAILPOINT")
+    assert "t__chain_lock" in scratch_tables(p)
+    days = [day(n) for n in (1, 2, 3)]
+    assert reads(p, ["CN"], days) == want(CN, ["CN"], days)  # the day was published
+    p.dbt("run", vars={"dt": day(3)})
+    assert "breaking the lock" in p.log_text()
+    assert snapshots(p) == [f"region=CN/dt={day(1)}", f"region=CN/dt={day(3)}"]
+    assert scratch_tables(p) == []
+    assert reads(p, ["CN"], days) == want(CN, ["CN"], days)
+
+
+EXPIRY = [
+    (1, "a", "CN", "20250101"),
+    (2, "b", "CN", "20250101"),
+    (1, "a2", "CN", "20250110"),
+    (2, "b3", "CN", "20250201"),
+    (3, "c", "CN", "20250215"),
+]
+
+
+def test_compaction_comes_before_expiration_so_the_new_anchor_counts_at_once(project):
+    """30 d expiration checked at the end of every run: on 0201 the inline compaction writes
+    snapshot 0201, and the same run's expiration then drops snapshot 0101 with delta 0110 (two
+    snapshots before the cutoff, the later one kept as the anchor)."""
+    p = project
+    p.table("changes", "id int, v string, region string, dt string", EXPIRY)
+    p.model(
+        "t",
+        MODEL.format(
+            extra=", chain_compaction={'max_chain_length': 2}, "
+            "partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd', "
+            "partition_expiration_time='30 d'",
+            where="",
+        ),
+    )
+    p.dbt("run", vars={"dt": "20250101"})
+    p.dbt("run", vars={"dt": "20250110"})
+    assert p.partitions("t__delta") == ["region=CN/dt=20250110"]
+    p.dbt("run", vars={"dt": "20250201"})
+    log = p.log_text()
+    assert log.index("compacting 1 group(s)") < log.index("dropping 1 snapshot and 1 delta")
+    assert snapshots(p) == ["region=CN/dt=20250201"]
+    assert p.partitions("t__delta") == ["region=CN/dt=20250201"]
+    assert reads(p, ["CN"], ["20250201"]) == {("CN", "20250201"): [(1, "a2"), (2, "b3")]}
+    p.dbt("run", vars={"dt": "20250215"})  # a chain of 1 delta: nothing due, nothing expired
+    assert "no compaction due" in p.log_text()
+    assert reads(p, ["CN"], ["20250215"]) == {("CN", "20250215"): [(1, "a2"), (2, "b3"), (3, "c")]}
