@@ -39,7 +39,7 @@ sql_confs() {
     --conf "spark.hadoop.javax.jdo.option.ConnectionURL=jdbc:derby:;databaseName=$dir/metastore_db;create=true"
     --driver-java-options "-Dderby.system.home=$dir -Djava.io.tmpdir=$dir/tmp"
     --conf spark.sql.shuffle.partitions=4 --conf spark.ui.enabled=false
-    --conf spark.sql.metadataCacheTTLSeconds=5)  # README: running on a cluster
+    --conf spark.sql.metadataCacheTTLSeconds=5 --conf spark.cleaner.periodicGC.interval=1min)  # README: running on a cluster
 }
 
 wait_port() { # class port name

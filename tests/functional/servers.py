@@ -162,6 +162,10 @@ def _sql_confs(state_dir: Path) -> list[str]:
         # sessions read a table's schema again after 3 s: a chain run that adds columns waits
         # that long before its view reads them (README: running on a cluster)
         "spark.sql.metadataCacheTTLSeconds": "3",
+        # a full GC every 20 s lets Spark's cleaner free the broadcasts of finished reads: each
+        # read of a merged day broadcasts a small hash table, and with the heap far from full
+        # (no full GC) a few minutes of reader loops filled it with them (OutOfMemoryError)
+        "spark.cleaner.periodicGC.interval": "20s",
     }
     # the JVM's temp dir too: Hive's <uuid>_resources and scratch dirs would land in /tmp
     (state_dir / "tmp").mkdir(exist_ok=True)

@@ -391,11 +391,13 @@ def test_readers_in_other_sessions_never_lose_the_view(thrift_server, tmp_path):
             while not stop.is_set():
                 for d in days:
                     cur = conn.cursor()
+                    began = time.monotonic()
                     try:
                         cur.execute(query.format(s=p.schema, d=d))
                         answers.append((d, tuple(str(v) for v in cur.fetchall()[0])))
-                    except Exception as e:  # every failure is the finding
-                        errors.append((d, str(e)[:300]))
+                    except Exception as e:  # every failure is the finding, with its duration
+                        took = round(time.monotonic() - began, 1)
+                        errors.append((d, took, str(e)[:200] + " ... " + str(e)[-300:]))
                     # a dashboard's pace, not a tight loop: unpaced, three loops of tiny
                     # broadcast joins filled the server's 1 GB heap with 8 MB hash pages
                     # faster than Spark cleaned them up (OutOfMemoryError in a broadcast)

@@ -3,7 +3,9 @@ partitions of both branches, read with a few statements and returned as one `Loa
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,7 +31,7 @@ from dbt.adapters.chaintable.planner import (
     format_partition,
     parse_partition_path,
 )
-from dbt.adapters.chaintable.runner import Runner
+from dbt.adapters.chaintable.runner import Runner, logger
 from dbt.adapters.chaintable.sql import statements as S
 from dbt.adapters.chaintable.sql.render import Renderer
 
@@ -210,11 +212,40 @@ def duration_seconds(text: str) -> float | None:
     return seconds if seconds > 0 else None
 
 
+# seconds a reader of another session may still read what a change stopped pointing at (a
+# query planned just before it): files are deleted only that long after the change
+READER_GRACE_ENV = "CHAINTABLE_READER_GRACE_SECONDS"
+DEFAULT_READER_GRACE = 15.0
+
+
 class Catalog:
     """Catalog reads and property writes through the runner."""
 
     def __init__(self, runner: Runner):
         self.runner = runner
+        self._changed_at: float | None = None  # time.monotonic() of the last change readers see
+
+    # ---- readers of other sessions ----------------------------------------------------------
+    def changed(self) -> None:
+        """What readers see changed now (a view altered, a partition switched)."""
+        self._changed_at = time.monotonic()
+
+    def reader_grace(self) -> float:
+        raw = os.environ.get(READER_GRACE_ENV)
+        if raw:
+            return max(float(raw), 0.0)
+        return DEFAULT_READER_GRACE if self.runner.shared_server() else 0.0
+
+    def settle(self, what: str) -> None:
+        """Before deleting what the last change stopped pointing at: a query another session
+        planned just before that change still lists and reads it, so wait until the reader
+        grace has passed since the change (none in an embedded session: no other readers)."""
+        if self._changed_at is None:
+            return
+        wait = self.reader_grace() - (time.monotonic() - self._changed_at)
+        if wait > 0:
+            logger.info(f"waiting {wait:.1f}s for queries planned before the change ({what})")
+            time.sleep(wait)
 
     # ---- listings and descriptions ----------------------------------------------------------
     def exists(self, relation: BaseRelation) -> bool:

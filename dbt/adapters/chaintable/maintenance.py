@@ -286,6 +286,7 @@ class Maintenance:
                 history[lay.group_path(g.group)] = lay.chain_path(g.anchor)
         self.catalog.set_history(loaded.tables, history)
         self.views.refresh(loaded, loaded.state().without(snapshots=snaps, deltas=deltas))
+        self.catalog.settle("expired partitions")
         self.run(renderer.drop_partitions(str(loaded.tables.delta), deltas))
         safety.failpoint("expire.deltas")
         self.run(renderer.drop_partitions(str(loaded.tables.snapshot), snaps))
@@ -359,5 +360,6 @@ class Maintenance:
                 raise ChainPlanError(f"drop_chain_partition {relation} {label}: {error}")
         gone = {"snapshots" if branch == "snapshot" else "deltas": [values]}
         self.views.refresh(loaded, state.without(**gone))
+        self.catalog.settle("the dropped partition")
         self.run(loaded.renderer().drop_partitions(str(loaded.tables.branch(branch)), [values]))
         return f"{relation}: dropped {branch} partition {label}"

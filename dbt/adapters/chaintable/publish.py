@@ -249,4 +249,6 @@ class Publisher:
         self.run(S.drop_table(str(source)))  # external: its published files stay
         if old_dirs:  # nothing switched away: nothing to delete (the lock's recovery already
             # collected what a crashed writer left in the scratch table)
+            cat.changed()
+            cat.settle("directories switched away from")
             self.gc(ChainTables.of_branch(target), old_dirs)

@@ -475,6 +475,7 @@ class RunFlow:
                 f"'{run.model}': rewritten delta partition(s) invalidate snapshot "
                 f"partition(s) {[lay.path(p) for p in invalidated]}"
             )
+            self.catalog.settle("invalidated snapshot partitions")
             self.run(loaded.renderer().drop_partitions(str(tables.snapshot), invalidated))
         if not stage_dropped:
             self.publisher.drop_scratch(tables)

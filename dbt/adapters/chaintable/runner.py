@@ -3,6 +3,7 @@ connection, never a PySpark object, so session, thrift, odbc and http work the s
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,15 @@ class Runner:
         _, cursor = self._connections().add_query(sql, auto_begin=False)
         rows = cursor.fetchall() or []
         return [tuple(r) for r in rows]
+
+    def shared_server(self) -> bool:
+        """Whether other sessions may read the chain while this one writes: a server (thrift,
+        http, odbc) or Spark Connect; not an embedded session."""
+        creds = getattr(getattr(self._connections(), "profile", None), "credentials", None)
+        method = str(getattr(creds, "method", ""))
+        return method in ("thrift", "http", "odbc") or (
+            method == "session" and bool(os.environ.get("SPARK_REMOTE"))
+        )
 
     def run(self, sql: str | None) -> None:
         """Run a statement; None (nothing to do, e.g. no partitions to drop) runs nothing."""

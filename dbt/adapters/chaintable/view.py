@@ -52,6 +52,7 @@ class ViewWriter:
         unserved_parts = [p + (s,) for p in unserved for s in sorted(cum.stored.get(p, ()))]
         garbage = sorted(set(cum.garbage()) | set(unserved_parts))
         if garbage and loaded.cumulative is not None:
+            self.catalog.settle("cumulative partitions no day reads")
             self.run(cumulative_sql.drop(loaded.renderer(), garbage))
             loaded = loaded.with_cumulative([p for p in loaded.cumulative if p not in garbage])
         return loaded
@@ -96,11 +97,16 @@ class ViewWriter:
             self.catalog.set_properties(loaded.tables.snapshot, {P_VIEW_MAP: record})
             loaded = loaded.with_props({P_VIEW_MAP: record})
         if not mapped:
-            self.run(S.drop_table(cmap))
+            # the table stays: a reader in another session that resolved the previous view
+            # just before it was altered still looks it up (tests/functional/test_cluster.py)
             return loaded
-        # versions listed before this one's insert (none listed: the next refresh that writes
-        # a version drops whatever a crash between the record and the table's drop left)
-        old = [[v] for v in held or [] if v != version]
+        # versions listed before this one's insert but the one the previous view read, for the
+        # same reason (the next refresh that writes a version drops it; none listed: what a
+        # crash between the record and the drop left goes then too)
+        keep = {version, recorded[0] if recorded else version}
+        old = [[v] for v in held or [] if v not in keep]
+        if old:
+            self.catalog.settle("mapping versions no view reads")
         self.run(S.drop_partitions(cmap, [MAP_VERSION], old))
         return loaded
 
@@ -113,6 +119,7 @@ class ViewWriter:
         if self.catalog.exists(view) if exists is None else exists:
             try:
                 self.run(S.alter_view(str(view), sql))
+                self.catalog.changed()
                 return
             except DbtRuntimeError:
                 if exists is None or self.catalog.exists(view):
@@ -120,6 +127,7 @@ class ViewWriter:
         for i, clause in enumerate(list(self._clauses)):
             try:
                 self.run(S.replace_view(str(view), sql, clause))
+                self.catalog.changed()
                 del self._clauses[:i]
                 return
             except DbtRuntimeError:

@@ -65,8 +65,6 @@ SHOW PARTITIONS s.t__delta
 CREATE OR REPLACE VIEW s.t WITH SCHEMA EVOLUTION AS
 SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot
 ;
-DROP TABLE IF EXISTS s.t__chain_map
-;
 SHOW TABLES IN s LIKE 't__chain_stage'
 ;
 SHOW TBLPROPERTIES s.t__chain_stage
