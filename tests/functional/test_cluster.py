@@ -401,7 +401,7 @@ def test_readers_in_other_sessions_never_lose_the_view(thrift_server, tmp_path):
                     # a dashboard's pace, not a tight loop: unpaced, three loops of tiny
                     # broadcast joins filled the server's 1 GB heap with 8 MB hash pages
                     # faster than Spark cleaned them up (OutOfMemoryError in a broadcast)
-                    time.sleep(0.1)
+                    time.sleep(0.25)
         finally:
             conn.close()
 
