@@ -137,18 +137,16 @@ class Maintenance:
         if not due:
             logger.info(f"{who} {name}: no compaction due ({rule.describe()})")
             return False
+        n_groups = sum(len(g) for _, g in due)
         logger.info(
-            f"{who} {name}: compacting {sum(len(g) for _, g in due)} group(s) due under "
+            f"{who} {name}: compacting {n_groups} group(s) due under "
             f"chain_compaction ({rule.describe()})"
         )
         clock = Stopwatch()
         for chain, groups in due:
             spec = dict(zip(loaded.opts.chain_keys, chain, strict=True))
             self._compact(name, spec, overwrite=False, only=groups)
-        logger.info(
-            f"{who} {name}: compacted {sum(len(g) for _, g in due)} group(s) on {len(due)} "
-            f"day(s) in {clock}"
-        )
+        logger.info(f"{who} {name}: compacted {n_groups} group(s) on {len(due)} day(s) in {clock}")
         return True
 
     def _compact(
@@ -286,8 +284,9 @@ class Maintenance:
                 history[lay.group_path(g.group)] = lay.chain_path(g.anchor)
         self.catalog.set_history(loaded.tables, history)
         self.views.refresh(loaded, loaded.state().without(snapshots=snaps, deltas=deltas))
-        self.catalog.settle("expired partitions")
-        self.run(renderer.drop_partitions(str(loaded.tables.delta), deltas))
+        self.catalog.retire(
+            "expired partitions", renderer.drop_partitions(str(loaded.tables.delta), deltas)
+        )
         safety.failpoint("expire.deltas")
         self.run(renderer.drop_partitions(str(loaded.tables.snapshot), snaps))
         stale = loaded.stale()
@@ -360,6 +359,8 @@ class Maintenance:
                 raise ChainPlanError(f"drop_chain_partition {relation} {label}: {error}")
         gone = {"snapshots" if branch == "snapshot" else "deltas": [values]}
         self.views.refresh(loaded, state.without(**gone))
-        self.catalog.settle("the dropped partition")
-        self.run(loaded.renderer().drop_partitions(str(loaded.tables.branch(branch)), [values]))
+        self.catalog.retire(
+            "the dropped partition",
+            loaded.renderer().drop_partitions(str(loaded.tables.branch(branch)), [values]),
+        )
         return f"{relation}: dropped {branch} partition {label}"

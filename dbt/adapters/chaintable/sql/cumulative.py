@@ -182,13 +182,9 @@ def select(r: Renderer, parts: Mapping[Values, str]) -> str:
 
 
 def count_by_group(r: Renderer, parts: Mapping[Values, str]) -> str:
-    """Rows per group (group values, then the count) of C partitions `parts`: the keys changed
-    since each day's anchor, tombstones included."""
-    groups = cols_sql(r.opts.group_keys)
-    return (
-        f"SELECT {groups + ', ' if groups else ''}count(*) FROM {r.cumulative} "
-        f"WHERE {_where(r, parts)}" + (f" GROUP BY {groups}" if groups else "")
-    )
+    """Rows per group of C partitions `parts`: the keys changed since each day's anchor,
+    tombstones included."""
+    return r.per_group(f"{r.cumulative} WHERE {_where(r, parts)}")
 
 
 def read(r: Renderer, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> list[str]:

@@ -369,23 +369,22 @@ class Renderer:
     def drop_partitions(self, table: str, parts: Sequence[Values]) -> str | None:
         return statements.drop_partitions(table, self.opts.partition_by, parts)
 
-    def count_by_group(self, table: str, parts: Sequence[Values]) -> str:
-        """Rows per group (group values, then the count) in `parts` of `table`."""
-        groups = self.opts.group_keys
-        return (
-            f"SELECT {cols_sql(groups) + ', ' if groups else ''}count(*) FROM {table} "
-            f"WHERE {self.partitions_predicate(parts)}"
-            + (f" GROUP BY {cols_sql(groups)}" if groups else "")
+    def per_group(self, source: str) -> str:
+        """Rows per group of `source` (a FROM clause): the group values, then the count."""
+        groups = cols_sql(self.opts.group_keys)
+        return f"SELECT {groups + ', ' if groups else ''}count(*) FROM {source}" + (
+            f" GROUP BY {groups}" if groups else ""
         )
 
+    def count_by_group(self, table: str, parts: Sequence[Values]) -> str:
+        """Rows per group in `parts` of `table`."""
+        return self.per_group(f"{table} WHERE {self.partitions_predicate(parts)}")
+
     def keys_by_group(self, table: str, parts: Sequence[Values]) -> str:
-        """Distinct merge keys per group (group values, then the count) in `parts` of `table`."""
-        groups = self.opts.group_keys
+        """Distinct merge keys per group in `parts` of `table`."""
         keys = cols_sql(self.opts.merge_keys) or "1"
-        return (
-            f"SELECT {cols_sql(groups) + ', ' if groups else ''}count(*) FROM (SELECT DISTINCT "
-            f"{keys} FROM {table} WHERE {self.partitions_predicate(parts)}) __k"
-            + (f" GROUP BY {cols_sql(groups)}" if groups else "")
+        return self.per_group(
+            f"(SELECT DISTINCT {keys} FROM {table} WHERE {self.partitions_predicate(parts)}) __k"
         )
 
     def batch_merge(self, source_sql: str) -> str:
