@@ -236,16 +236,20 @@ class Catalog:
             return max(float(raw), 0.0)
         return DEFAULT_READER_GRACE if self.runner.shared_server() else 0.0
 
-    def settle(self, what: str) -> None:
-        """Before deleting what the last change stopped pointing at: a query another session
-        planned just before that change still lists and reads it, so wait until the reader
-        grace has passed since the change (none in an embedded session: no other readers)."""
-        if self._changed_at is None:
+    def retire(self, what: str, *drops: str | None) -> None:
+        """Run `drops`, which delete what the last change stopped pointing at, once the reader
+        grace has passed since that change: a query another session planned just before the
+        change still lists and reads it (no wait in an embedded session: no other readers).
+        Every such deletion goes through here, so none can forget the grace."""
+        if not any(drops):
             return
-        wait = self.reader_grace() - (time.monotonic() - self._changed_at)
-        if wait > 0:
-            logger.info(f"waiting {wait:.1f}s for queries planned before the change ({what})")
-            time.sleep(wait)
+        if self._changed_at is not None:
+            wait = self.reader_grace() - (time.monotonic() - self._changed_at)
+            if wait > 0:
+                logger.info(f"waiting {wait:.1f}s for queries planned before the change ({what})")
+                time.sleep(wait)
+        for sql in drops:
+            self.runner.run(sql)
 
     # ---- listings and descriptions ----------------------------------------------------------
     def exists(self, relation: BaseRelation) -> bool:

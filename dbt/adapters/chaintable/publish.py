@@ -149,17 +149,23 @@ class Publisher:
                 out.append(old_dir)
         return out
 
-    def gc(self, tables: ChainTables, dirs: Sequence[str]) -> None:
+    def gc(self, tables: ChainTables, dirs: Sequence[str], retired: str | None = None) -> None:
         """Delete directories no partition references any more: attach each to a partition of
         a managed scratch table, then drop those partitions (which deletes their directories).
-        Partitions already there were attached by a run that crashed before dropping them."""
+        Partitions already there were attached by a run that crashed before dropping them.
+        `retired`: what readers of other sessions read until the last change (deleted after
+        the reader grace); None for rows no reader ever saw."""
         gc = str(tables.gc)
         self.run(S.create_gc_table(gc))
         pending = [p.split("=", 1)[1] for p in self.catalog.partition_paths(gc)]
         stamp = safety.new_run_id()
         names = [f"{stamp}-{i}" for i in range(len(dirs))]
         self.run(S.add_partitions(gc, ["d"], [([n], d) for n, d in zip(names, dirs, strict=True)]))
-        self.run(S.drop_partitions(gc, ["d"], [[n] for n in pending + names]))
+        drop = S.drop_partitions(gc, ["d"], [[n] for n in pending + names])
+        if retired:
+            self.catalog.retire(retired, drop)
+        else:
+            self.run(drop)
         self.run(S.drop_table(gc))
 
     def drop_scratch(self, tables: ChainTables) -> None:
@@ -250,5 +256,4 @@ class Publisher:
         if old_dirs:  # nothing switched away: nothing to delete (the lock's recovery already
             # collected what a crashed writer left in the scratch table)
             cat.changed()
-            cat.settle("directories switched away from")
-            self.gc(ChainTables.of_branch(target), old_dirs)
+            self.gc(ChainTables.of_branch(target), old_dirs, "directories switched away from")

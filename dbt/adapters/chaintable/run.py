@@ -475,8 +475,10 @@ class RunFlow:
                 f"'{run.model}': rewritten delta partition(s) invalidate snapshot "
                 f"partition(s) {[lay.path(p) for p in invalidated]}"
             )
-            self.catalog.settle("invalidated snapshot partitions")
-            self.run(loaded.renderer().drop_partitions(str(tables.snapshot), invalidated))
+            self.catalog.retire(
+                "invalidated snapshot partitions",
+                loaded.renderer().drop_partitions(str(tables.snapshot), invalidated),
+            )
         if not stage_dropped:
             self.publisher.drop_scratch(tables)
         return loaded

@@ -52,8 +52,10 @@ class ViewWriter:
         unserved_parts = [p + (s,) for p in unserved for s in sorted(cum.stored.get(p, ()))]
         garbage = sorted(set(cum.garbage()) | set(unserved_parts))
         if garbage and loaded.cumulative is not None:
-            self.catalog.settle("cumulative partitions no day reads")
-            self.run(cumulative_sql.drop(loaded.renderer(), garbage))
+            self.catalog.retire(
+                "cumulative partitions no day reads",
+                cumulative_sql.drop(loaded.renderer(), garbage),
+            )
             loaded = loaded.with_cumulative([p for p in loaded.cumulative if p not in garbage])
         return loaded
 
@@ -105,9 +107,9 @@ class ViewWriter:
         # crash between the record and the drop left goes then too)
         keep = {version, recorded[0] if recorded else version}
         old = [[v] for v in held or [] if v not in keep]
-        if old:
-            self.catalog.settle("mapping versions no view reads")
-        self.run(S.drop_partitions(cmap, [MAP_VERSION], old))
+        self.catalog.retire(
+            "mapping versions no view reads", S.drop_partitions(cmap, [MAP_VERSION], old)
+        )
         return loaded
 
     def _replace(self, view: BaseRelation, sql: str, exists: bool | None = None) -> None:
