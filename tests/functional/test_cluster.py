@@ -254,9 +254,9 @@ run("run-operation", "dump")
 """
 
 
-def run_project_in_subprocess(root, params, **env_extra):
-    """The chain history of STANDALONE_SCRIPT in a dbt process of its own (the pytest process
-    already holds a local SparkSession); returns the ROW lines of dt 20250803 and 20250804."""
+def write_session_project(root, params, model):
+    """A dbt project (profile `s`, schema `s`, method session) in root/proj with model `t`
+    and a `dump` macro that logs each row of a query as a ROW line."""
     proj = root / "proj"
     (proj / "models").mkdir(parents=True)
     (proj / "macros").mkdir()
@@ -282,18 +282,29 @@ def run_project_in_subprocess(root, params, **env_extra):
             }
         )
     )
-    (proj / "models" / "t.sql").write_text(
-        MODEL.replace("from {{ target.schema }}.changes", f"from ({CHANGES}) src")
-    )
+    (proj / "models" / "t.sql").write_text(model)
     (proj / "macros" / "dump.sql").write_text(
         textwrap.dedent("""
-        {% macro dump() %}
-          {% set rows = run_query("select concat_ws('|', region, dt, cast(id as string), "
-             ~ "cast(amount as string), coalesce(note, 'NULL')) from " ~ target.schema
-             ~ ".t where dt in ('20250803', '20250804') order by 1") %}
+        {% macro dump(query=none) %}
+          {% set rows = run_query(query or ("select concat_ws('|', region, dt, "
+             ~ "cast(id as string), cast(amount as string), coalesce(note, 'NULL')) from "
+             ~ target.schema ~ ".t where dt in ('20250803', '20250804') order by 1")) %}
           {% for r in rows.rows %}{{ log("ROW " ~ r[0], info=True) }}{% endfor %}
         {% endmacro %}
         """)
+    )
+    return proj
+
+
+def row_lines(out: str) -> list[str]:
+    return [line.split("ROW ", 1)[1] for line in out.splitlines() if " ROW " in line]
+
+
+def run_project_in_subprocess(root, params, **env_extra):
+    """The chain history of STANDALONE_SCRIPT in a dbt process of its own (the pytest process
+    already holds a local SparkSession); returns the ROW lines of dt 20250803 and 20250804."""
+    proj = write_session_project(
+        root, params, MODEL.replace("from {{ target.schema }}.changes", f"from ({CHANGES}) src")
     )
     script = root / "s.py"
     script.write_text(STANDALONE_SCRIPT)
@@ -313,7 +324,7 @@ def run_project_in_subprocess(root, params, **env_extra):
         timeout=900,
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    return out, [line.split("ROW ", 1)[1] for line in out.stdout.splitlines() if " ROW " in line]
+    return out, row_lines(out.stdout)
 
 
 EXPECTED_ROWS = sorted(
@@ -537,3 +548,154 @@ def test_two_dbt_processes_writing_one_chain_on_a_shared_server(thrift_server, t
     finally:
         p.sql(f"DROP DATABASE IF EXISTS {p.schema} CASCADE")
         p.conn.close()
+
+
+CONNECT_READERS = """
+import json, os, sys, threading, time
+from pyspark.sql import SparkSession
+
+url, schema, days, stop_file, out_file, n = sys.argv[1:7]
+lock, out = threading.Lock(), open(out_file, "a")
+
+def emit(record):
+    with lock:
+        out.write(json.dumps(record) + "\\n")
+        out.flush()
+
+def reader(i):
+    spark = SparkSession.builder.remote(url).create()  # a session of its own on the server
+    try:
+        while not os.path.exists(stop_file):
+            for d in days.split(","):
+                began = time.monotonic()
+                try:
+                    row = spark.sql(
+                        f"select count(*), sum(amount) from {schema}.t where dt = '{d}'"
+                    ).collect()[0]
+                    emit({"reader": i, "day": d, "answer": [str(row[0]), str(row[1])]})
+                except Exception as e:
+                    took = round(time.monotonic() - began, 1)
+                    emit({"reader": i, "day": d, "error": f"{took}s {str(e)[:500]}"})
+                time.sleep(0.25)
+    finally:
+        spark.stop()
+
+threads = [threading.Thread(target=reader, args=(i,)) for i in range(int(n))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+"""
+
+
+def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
+    """The reader test of a Thrift Server, on a Spark Connect server: dbt runs in session mode
+    with SPARK_REMOTE (a process per command) while three Spark Connect sessions of another
+    process loop over the published days; daily runs, a compaction, a new column and an
+    expiration: every read succeeds with the day's answer from before or after the change."""
+    import time
+
+    root = tmp_path_factory.mktemp("connect_readers")
+    server = servers.start_connect(root / "server")
+    source = CHANGES.replace(
+        "  (4, CAST(1.00 AS DECIMAL(10,2)), 'new', '-D', 10, 'US', '20250804')",
+        "  (4, CAST(1.00 AS DECIMAL(10,2)), 'new', '-D', 10, 'US', '20250804'),\n"
+        "  (6, CAST(3.00 AS DECIMAL(10,2)), 'f', '+I', 11, 'EU', '20250807')",
+    )
+    assert source != CHANGES
+    model = MODEL.replace("from {{ target.schema }}.changes", f"from ({source}) src")
+    proj = write_session_project(root, {"spark.sql.shuffle.partitions": "2"}, model)
+    env = {
+        **os.environ,
+        "SPARK_REMOTE": server.url,
+        "DERBY_SYSTEM_HOME": str(root),
+        # shorter than the default 15 s to keep the test short; the reads take well under 1 s
+        "CHAINTABLE_READER_GRACE_SECONDS": "5",
+    }
+    env.pop("CHAINTABLE_FAILPOINT", None)
+    dbt_bin = str(Path(sys.executable).parent / "dbt")
+
+    def dbt(*args, **vars) -> str:
+        out = subprocess.run(
+            [dbt_bin, *args, "--vars", json.dumps(vars), "--project-dir", str(proj),
+             "--profiles-dir", str(proj)],
+            env=env, cwd=root, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+        return out.stdout
+
+    days = ["20250801", "20250802", "20250803"]
+    # the days' count(*) and sum(amount), from CHANGES: key 2 deleted on 0802, key 1's late
+    # row of 0803 loses to 0802's newer sequence
+    expected = {
+        "20250801": ("3", "35.75"),
+        "20250802": ("3", "17.25"),
+        "20250803": ("4", "20.50"),
+    }
+    stop_file, out_file = root / "stop", root / "reads.jsonl"
+    readers = None
+    try:
+        for d in days:
+            dbt("run", "--select", "t", dt=d)
+        dbt_log = proj / "logs" / "dbt.log"
+        first_runs = len(dbt_log.read_text())  # the first run creates the view; then altered
+        script = root / "readers.py"
+        script.write_text(CONNECT_READERS)
+        reader_env = {k: v for k, v in env.items() if k != "SPARK_REMOTE"}
+        readers = subprocess.Popen(
+            [sys.executable, str(script), server.url, "s", ",".join(days), str(stop_file),
+             str(out_file), "3"],
+            env=reader_env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+
+        def reads() -> list[dict]:
+            if not out_file.exists():
+                return []
+            return [json.loads(x) for x in out_file.read_text().splitlines() if x.strip()]
+
+        deadline = time.monotonic() + 120
+        while len({r["reader"] for r in reads()}) < 3:  # every session has read once
+            assert readers.poll() is None, readers.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "the reader sessions never read"
+            time.sleep(0.5)
+        for d in ("20250804", "20250805"):
+            dbt("run", "--select", "t", dt=d)
+        dbt("run-operation", "compact_chain", "--args",
+            json.dumps({"model": "t", "partition": {"dt": "20250803"}}))  # fmt: skip
+        (proj / "models" / "t.sql").write_text(
+            model.replace(
+                "partition_expiration_time='3650 d'",
+                "partition_expiration_time='3650 d', on_schema_change='append_new_columns'",
+            ).replace("select id,", "select id, 'x' as w,")
+        )
+        dbt("run", "--select", "t", dt="20250807")
+        new = dbt("run-operation", "dump", "--args", json.dumps({"query": (
+            "select concat_ws('|', cast(id as string), w) from s.t "
+            "where dt = '20250807' and w is not null")}))  # fmt: skip
+        assert row_lines(new) == ["6|x"]
+        time.sleep(1)  # the readers read through the new view
+        # snapshot 0801 goes with delta 0802 (0803 is the anchor kept)
+        dbt("run-operation", "expire_chain", "--args", json.dumps({"now": "2035-08-06 00:00:00",
+            "model": "t"}))  # fmt: skip
+        time.sleep(1)
+        stop_file.touch()
+        out, _ = readers.communicate(timeout=120)
+        assert readers.returncode == 0, out[-3000:]
+        records = reads()
+        assert [r for r in records if "error" in r] == []
+        assert len(records) >= 3 * len(days)
+        answers = {(r["day"], tuple(r["answer"])) for r in records}
+        gone = ("0", "None")
+        allowed = {(d, expected[d]) for d in days} | {(d, gone) for d in days[:2]}
+        assert answers <= allowed
+        assert {(d, expected[d]) for d in days} <= answers
+        assert ("20250801", gone) in answers  # the readers saw the expiration
+        log = dbt_log.read_text()[first_runs:]
+        assert "ALTER VIEW s.t AS" in log and "CREATE OR REPLACE VIEW s.t " not in log
+        assert "cached schemas (spark.sql.metadataCacheTTLSeconds = 3s)" in log
+    finally:
+        if readers is not None and readers.poll() is None:
+            readers.kill()
+        server.stop()
+    assert not server.alive()
