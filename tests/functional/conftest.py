@@ -152,3 +152,14 @@ def project(spark, spark_root, tmp_path) -> Project:
     p = Project(tmp_path / "proj", spark, output, schema)
     yield p
     spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
+
+
+@pytest.fixture(scope="session")
+def thrift_server(tmp_path_factory):
+    """One Spark Thrift Server per test process, for the files that use it."""
+    import servers
+
+    server = servers.start_thrift(tmp_path_factory.mktemp("thrift"))  # ANSI on
+    yield server
+    server.stop()
+    assert not server.alive()

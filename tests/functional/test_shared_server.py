@@ -1,0 +1,345 @@
+"""A shared Spark server under load: reader sessions of a Thrift Server and of a Spark Connect
+server while the chain takes daily runs, a compaction, a new column and an expiration, and two
+dbt processes writing one chain. Servers start from the pyspark wheel on 127.0.0.1 and stop by
+PID (servers.py); the Thrift Server is conftest.py's, shared with test_cluster.py in a process."""
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import servers
+from test_cluster import (
+    CHANGES,
+    EXPECTED_0803,
+    MODEL,
+    ThriftProject,
+    normalized,
+    row_lines,
+    write_session_project,
+)
+
+
+def test_readers_in_other_sessions_never_lose_the_view(thrift_server, tmp_path):
+    """Three reader sessions on the Thrift Server loop over the published days while the chain
+    takes daily runs, a compaction, a new column and an expiration, each of which points the
+    view at a new layout: every read succeeds and gives the day's answer from before or after
+    the change (only the expiration changes the days read). The view is
+    altered in place (ALTER VIEW AS), never replaced: Spark runs CREATE OR REPLACE VIEW as a
+    drop and a create in the metastore, and a reader between the two found no view."""
+    import threading
+    import time
+
+    from pyhive import hive
+
+    p = ThriftProject(tmp_path / "proj", thrift_server, "s_" + uuid.uuid4().hex[:8])
+    p.sql(f"CREATE DATABASE {p.schema}")
+    days = ["20250801", "20250802", "20250803"]
+    query = "select count(*), sum(amount) from {s}.t where dt = '{d}'"
+    stop, answers, errors = threading.Event(), [], []
+
+    def reader() -> None:
+        conn = hive.connect(host=servers.HOST, port=thrift_server.port, username="r")
+        try:
+            while not stop.is_set():
+                for d in days:
+                    cur = conn.cursor()
+                    began = time.monotonic()
+                    try:
+                        cur.execute(query.format(s=p.schema, d=d))
+                        answers.append((d, tuple(str(v) for v in cur.fetchall()[0])))
+                    except Exception as e:  # every failure is the finding, with its duration
+                        took = round(time.monotonic() - began, 1)
+                        errors.append((d, took, str(e)[:200] + " ... " + str(e)[-300:]))
+                    # a dashboard's pace, not a tight loop: unpaced, three loops of tiny
+                    # broadcast joins filled the server's 1 GB heap with 8 MB hash pages
+                    # faster than Spark cleaned them up (OutOfMemoryError in a broadcast)
+                    time.sleep(0.25)
+        finally:
+            conn.close()
+
+    try:
+        p.sql(f"CREATE TABLE {p.schema}.changes USING parquet AS {CHANGES}")
+        p.model("t", MODEL)
+        for d in days:
+            p.dbt("run", "--select", "t", vars={"dt": d})
+        expected = {d: tuple(str(v) for v in p.sql(query.format(s=p.schema, d=d))[0]) for d in days}
+        threads = [threading.Thread(target=reader) for _ in range(3)]
+        for t in threads:
+            t.start()
+        statements = []
+        for d in ("20250804", "20250805", "20250806"):
+            p.dbt("run", "--select", "t", vars={"dt": d})
+            statements.append(p.log_text())
+        p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}})
+        statements.append(p.log_text())
+        # a new column: the sessions cached the branches' old schema; the run waits out the
+        # server's cache time (3 s) before the view names the column
+        p.model(
+            "t",
+            MODEL.replace(
+                "partition_expiration_time='3650 d'",
+                "partition_expiration_time='3650 d', on_schema_change='append_new_columns'",
+            ).replace("select id,", "select id, 'x' as w,"),
+        )
+        p.sql(
+            f"INSERT INTO {p.schema}.changes VALUES "
+            "(6, CAST(3.00 AS DECIMAL(10,2)), 'f', '+I', 11, 'EU', '20250807')"
+        )
+        p.dbt("run", "--select", "t", vars={"dt": "20250807"})
+        # the run waits unless its own work after the ADD COLUMNS took longer than the 3 s
+        assert "cached schemas (spark.sql.metadataCacheTTLSeconds = 3s)" in p.log_text()
+        # the day's one new row has the new column's value, the older rows none
+        new = p.sql(f"select id, w from {p.schema}.t where dt = '20250807' and w is not null")
+        assert new == [(6, "x")]
+        time.sleep(1)  # the readers read through the new view
+        # an expiration: snapshot 0801 goes with delta 0802 (0803 is the anchor kept), so those
+        # two days read as absent from then on, never as a partial chain
+        p.run_op("expire_chain", {"model": "t", "now": "2035-08-06 00:00:00"})
+        statements.append(p.log_text())
+        gone = ("0", "None")
+        assert p.sql(query.format(s=p.schema, d="20250801")) == [(0, None)]
+        time.sleep(1)
+        stop.set()
+        for t in threads:
+            t.join(timeout=120)
+        assert errors == []
+        assert len(answers) >= 3 * len(days)
+        allowed = {(d, expected[d]) for d in days} | {(d, gone) for d in days[:2]}
+        assert set(answers) <= allowed
+        assert {(d, expected[d]) for d in days} <= set(answers)
+        log = "\n".join(statements)
+        assert f"ALTER VIEW {p.schema}.t AS" in log
+        assert f"CREATE OR REPLACE VIEW {p.schema}.t " not in log
+    finally:
+        stop.set()
+        p.sql(f"DROP DATABASE IF EXISTS {p.schema} CASCADE")
+        p.conn.close()
+
+
+def test_two_dbt_processes_writing_one_chain_on_a_shared_server(thrift_server, tmp_path):
+    """Two dbt processes run the same chain model on one Thrift Server: the second, started
+    while the first holds the table's lock (held longer by a failpoint), is refused with the
+    model and the holder named and writes nothing; the first finishes. A holder SIGKILLed in
+    the middle of its run leaves its lock in the server's catalog: the next process on the host
+    finds the holder gone, breaks the lock and writes the day."""
+    import time
+
+    p = ThriftProject(tmp_path / "proj", thrift_server, "s_" + uuid.uuid4().hex[:8])
+    p.sql(f"CREATE DATABASE {p.schema}")
+    dbt_bin = str(Path(sys.executable).parent / "dbt")
+    base_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    base_env.pop("CHAINTABLE_FAILPOINT", None)
+
+    def start(day: str, failpoint: str | None = None) -> subprocess.Popen:
+        env = dict(base_env, **({"CHAINTABLE_FAILPOINT": failpoint} if failpoint else {}))
+        args = ["run", "--select", "t", "--vars", json.dumps({"dt": day})]
+        dirs = ["--project-dir", str(p.root), "--profiles-dir", str(p.root)]
+        return subprocess.Popen(
+            [dbt_bin, *args, *dirs], env=env, cwd=p.root, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+
+    def locked() -> bool:
+        return bool(p.sql(f"SHOW TABLES IN {p.schema} LIKE 't__chain_lock'"))
+
+    def day_rows(day: str):
+        return normalized(
+            p.sql(f"select region, id, amount, note from {p.schema}.t where dt = '{day}'")
+        )
+
+    try:
+        p.sql(f"CREATE TABLE {p.schema}.changes USING parquet AS {CHANGES}")
+        p.model("t", MODEL)
+        for d in ("20250801", "20250802"):
+            p.dbt("run", "--select", "t", vars={"dt": d})
+        before = day_rows("20250802")
+
+        first = start("20250803", "run.staged:sleep=40")
+        deadline = time.monotonic() + 120
+        while not locked():
+            assert first.poll() is None and time.monotonic() < deadline, "no lock taken"
+            time.sleep(0.5)
+        second = start("20250803")
+        out2, _ = second.communicate(timeout=300)
+        assert second.returncode == 1, out2[-3000:]
+        assert (
+            f"{p.schema}.t is locked: run of model 't' by process {first.pid} on " in out2
+            and "so this run of model 't' did not start and wrote nothing" in out2
+        ), out2[-3000:]
+        assert first.poll() is None  # refused while the first was still writing
+        out1, _ = first.communicate(timeout=300)
+        assert first.returncode == 0, out1[-3000:]
+        assert day_rows("20250802") == before
+        assert day_rows("20250803") == normalized(EXPECTED_0803)
+        assert not locked()
+
+        killed = start("20250804", "run.staged:kill")
+        killed.communicate(timeout=300)
+        assert killed.returncode == -9
+        assert locked()  # as the killed process left it
+        assert day_rows("20250803") == normalized(EXPECTED_0803)
+        rerun = start("20250804")
+        out, _ = rerun.communicate(timeout=300)
+        assert rerun.returncode == 0, out[-3000:]
+        assert f"process {killed.pid} on" in out and "has exited" in out
+        # key 4 (US) deleted on 0804
+        assert day_rows("20250804") == normalized([r for r in EXPECTED_0803 if r[1] != 4])
+        assert not locked()
+        assert p.sql(f"SHOW TABLES IN {p.schema} LIKE 't__chain_*'") == []
+    finally:
+        p.sql(f"DROP DATABASE IF EXISTS {p.schema} CASCADE")
+        p.conn.close()
+
+
+CONNECT_READERS = """
+import json, os, sys, threading, time
+from pyspark.sql import SparkSession
+
+url, schema, days, stop_file, out_file, n = sys.argv[1:7]
+lock, out = threading.Lock(), open(out_file, "a")
+
+def emit(record):
+    with lock:
+        out.write(json.dumps(record) + "\\n")
+        out.flush()
+
+def reader(i):
+    spark = SparkSession.builder.remote(url).create()  # a session of its own on the server
+    try:
+        while not os.path.exists(stop_file):
+            for d in days.split(","):
+                began = time.monotonic()
+                try:
+                    row = spark.sql(
+                        f"select count(*), sum(amount) from {schema}.t where dt = '{d}'"
+                    ).collect()[0]
+                    emit({"reader": i, "day": d, "answer": [str(row[0]), str(row[1])]})
+                except Exception as e:
+                    took = round(time.monotonic() - began, 1)
+                    emit({"reader": i, "day": d, "error": f"{took}s {str(e)[:500]}"})
+                time.sleep(0.25)
+    finally:
+        spark.stop()
+
+threads = [threading.Thread(target=reader, args=(i,)) for i in range(int(n))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+"""
+
+
+def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
+    """The reader test of a Thrift Server, on a Spark Connect server: dbt runs in session mode
+    with SPARK_REMOTE (a process per command) while three Spark Connect sessions of another
+    process loop over the published days; daily runs, a compaction, a new column and an
+    expiration: every read succeeds with the day's answer from before or after the change."""
+    import time
+
+    root = tmp_path_factory.mktemp("connect_readers")
+    server = servers.start_connect(root / "server")
+    source = CHANGES.replace(
+        "  (4, CAST(1.00 AS DECIMAL(10,2)), 'new', '-D', 10, 'US', '20250804')",
+        "  (4, CAST(1.00 AS DECIMAL(10,2)), 'new', '-D', 10, 'US', '20250804'),\n"
+        "  (6, CAST(3.00 AS DECIMAL(10,2)), 'f', '+I', 11, 'EU', '20250807')",
+    )
+    assert source != CHANGES
+    model = MODEL.replace("from {{ target.schema }}.changes", f"from ({source}) src")
+    proj = write_session_project(root, {"spark.sql.shuffle.partitions": "2"}, model)
+    env = {
+        **os.environ,
+        "SPARK_REMOTE": server.url,
+        "DERBY_SYSTEM_HOME": str(root),
+        # shorter than the default 15 s to keep the test short; the reads take well under 1 s
+        "CHAINTABLE_READER_GRACE_SECONDS": "5",
+    }
+    env.pop("CHAINTABLE_FAILPOINT", None)
+    dbt_bin = str(Path(sys.executable).parent / "dbt")
+
+    def dbt(*args, **vars) -> str:
+        out = subprocess.run(
+            [dbt_bin, *args, "--vars", json.dumps(vars), "--project-dir", str(proj),
+             "--profiles-dir", str(proj)],
+            env=env, cwd=root, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+        return out.stdout
+
+    days = ["20250801", "20250802", "20250803"]
+    # the days' count(*) and sum(amount), from CHANGES: key 2 deleted on 0802, key 1's late
+    # row of 0803 loses to 0802's newer sequence
+    expected = {
+        "20250801": ("3", "35.75"),
+        "20250802": ("3", "17.25"),
+        "20250803": ("4", "20.50"),
+    }
+    stop_file, out_file = root / "stop", root / "reads.jsonl"
+    readers = None
+    try:
+        for d in days:
+            dbt("run", "--select", "t", dt=d)
+        dbt_log = proj / "logs" / "dbt.log"
+        first_runs = len(dbt_log.read_text())  # the first run creates the view; then altered
+        script = root / "readers.py"
+        script.write_text(CONNECT_READERS)
+        reader_env = {k: v for k, v in env.items() if k != "SPARK_REMOTE"}
+        readers = subprocess.Popen(
+            [sys.executable, str(script), server.url, "s", ",".join(days), str(stop_file),
+             str(out_file), "3"],
+            env=reader_env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+
+        def reads() -> list[dict]:
+            if not out_file.exists():
+                return []
+            return [json.loads(x) for x in out_file.read_text().splitlines() if x.strip()]
+
+        deadline = time.monotonic() + 120
+        while len({r["reader"] for r in reads()}) < 3:  # every session has read once
+            assert readers.poll() is None, readers.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "the reader sessions never read"
+            time.sleep(0.5)
+        for d in ("20250804", "20250805"):
+            dbt("run", "--select", "t", dt=d)
+        dbt("run-operation", "compact_chain", "--args",
+            json.dumps({"model": "t", "partition": {"dt": "20250803"}}))  # fmt: skip
+        (proj / "models" / "t.sql").write_text(
+            model.replace(
+                "partition_expiration_time='3650 d'",
+                "partition_expiration_time='3650 d', on_schema_change='append_new_columns'",
+            ).replace("select id,", "select id, 'x' as w,")
+        )
+        dbt("run", "--select", "t", dt="20250807")
+        new = dbt("run-operation", "dump", "--args", json.dumps({"query": (
+            "select concat_ws('|', cast(id as string), w) from s.t "
+            "where dt = '20250807' and w is not null")}))  # fmt: skip
+        assert row_lines(new) == ["6|x"]
+        time.sleep(1)  # the readers read through the new view
+        # snapshot 0801 goes with delta 0802 (0803 is the anchor kept)
+        dbt("run-operation", "expire_chain", "--args", json.dumps({"now": "2035-08-06 00:00:00",
+            "model": "t"}))  # fmt: skip
+        time.sleep(1)
+        stop_file.touch()
+        out, _ = readers.communicate(timeout=120)
+        assert readers.returncode == 0, out[-3000:]
+        records = reads()
+        assert [r for r in records if "error" in r] == []
+        assert len(records) >= 3 * len(days)
+        answers = {(r["day"], tuple(r["answer"])) for r in records}
+        gone = ("0", "None")
+        allowed = {(d, expected[d]) for d in days} | {(d, gone) for d in days[:2]}
+        assert answers <= allowed
+        assert {(d, expected[d]) for d in days} <= answers
+        assert ("20250801", gone) in answers  # the readers saw the expiration
+        log = dbt_log.read_text()[first_runs:]
+        assert "ALTER VIEW s.t AS" in log and "CREATE OR REPLACE VIEW s.t " not in log
+        assert "cached schemas (spark.sql.metadataCacheTTLSeconds = 3s)" in log
+    finally:
+        if readers is not None and readers.poll() is None:
+            readers.kill()
+        server.stop()
+    assert not server.alive()
