@@ -202,3 +202,80 @@ def test_a_cumulative_table_without_the_mask_column_is_altered_and_rebuilt(twins
     p.dbt("run", vars={"dt": DAYS[4]})  # again: nothing left to alter
     assert "ADD COLUMNS" not in p.log_text()
     same(p)
+
+
+def test_a_day_whose_sequences_all_follow_the_anchor_is_built_without_reading_it(project):
+    """deduplicate with a sequence field: when every row of the day's delta has a sequence above
+    the anchor's highest, no anchor row can win, so the build leaves the anchor out (the
+    anchor's highest comes from t__snapshot's record, kept with the partition's location).
+    A late row, a rewritten anchor with higher sequences and a NULL sequence each bring the
+    anchor back; every day reads as the twin merged on read."""
+    p = project
+    snap_seq = {1: 10, 2: 10, 3: 10, 4: 10}
+    p.table(
+        "changes",
+        "id int, v string, op string, seq int, dt string",
+        [(i, f"a{i}", "+I", s, DAYS[0]) for i, s in snap_seq.items()]
+        + [(1, "b1", "+U", 20, DAYS[1]), (5, "b5", "+I", 21, DAYS[1]), (2, None, "-D", 22, DAYS[1])]
+        # key 3's row is late (5 < the anchor's 10): the anchor's row wins
+        + [(3, "late", "+U", 5, DAYS[2]), (4, "c4", "+U", 30, DAYS[2])],
+    )
+    p.model("t", MODEL.format(on="true", cols=COLS))
+    p.model("m", MODEL.format(on="false", cols=COLS))
+    anchorless = "1 without reading the anchor"
+
+    def run(day: str, **extra) -> str:
+        p.dbt("run", "--select", "m", vars={"dt": day, **extra})
+        p.dbt("run", "--select", "t", vars={"dt": day, **extra})
+        return p.log_text()
+
+    run(DAYS[0], branch="snapshot")
+    props = dict(p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__snapshot").collect())
+    assert "chaintable.anchor-sequence-max" not in props  # recorded when a build needs it
+    assert anchorless in run(DAYS[1])
+    props = dict(p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__snapshot").collect())
+    location = (
+        p.spark.sql(f"DESCRIBE FORMATTED {p.schema}.t__snapshot PARTITION (dt = '{DAYS[0]}')")
+        .where("col_name = 'Location'")
+        .collect()[0][1]
+    )
+    assert props["chaintable.anchor-sequence-max"] == (f'{{"dt={DAYS[0]}":["{location}",10]}}')
+    log = run(DAYS[2])
+    assert "cumulative delta of 1 day(s) built (1 from the day before)" in log
+    assert anchorless not in log
+    days = same(p)
+    assert days[f"dt={DAYS[2]}"] == [(1, "b1"), (3, "a3"), (4, "c4"), (5, "b5")]
+    assert served(p) == DAYS[1:3]
+
+    # the anchor written again with higher sequences: its new location makes the record count
+    # for nothing, so the next day, whose sequences lie between the old and the new highest,
+    # is built with the anchor (and loses to it)
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (1, 'z1', '+I', 100, '{DAYS[0]}')")
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (1, 'd1', '+U', 50, '{DAYS[3]}')")
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (6, 'd6', '+I', 51, '{DAYS[3]}')")
+    run(DAYS[0], branch="snapshot")
+    log = run(DAYS[3])
+    assert anchorless not in log
+    days = same(p)
+    assert (1, "z1") in days[f"dt={DAYS[3]}"] and (6, "d6") in days[f"dt={DAYS[3]}"]
+    props = dict(p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__snapshot").collect())
+    assert f'"dt={DAYS[0]}":["' in props["chaintable.anchor-sequence-max"]
+    assert props["chaintable.anchor-sequence-max"].endswith(",100]}")
+
+    # a NULL sequence in the day's delta: not known to follow the anchor
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (7, 'e7', '+I', NULL, '{DAYS[4]}')")
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (2, 'e2', '+I', 200, '{DAYS[4]}')")
+    assert anchorless not in run(DAYS[4])
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (3, 'f3', '+U', 300, '{DAYS[5]}')")
+    assert anchorless in run(DAYS[5])
+    days = same(p)
+    assert days[f"dt={DAYS[5]}"] == [
+        (1, "z1"),
+        (2, "e2"),
+        (3, "f3"),
+        (4, "c4"),
+        (5, "b5"),
+        (6, "d6"),
+        (7, "e7"),
+    ]
+    assert chain_reads(p, "t", DAYS[1:6]) == chain_reads(p, "m", DAYS[1:6])

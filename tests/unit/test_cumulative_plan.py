@@ -170,3 +170,34 @@ def test_sequence_groups_build_from_the_day_before_only_where_that_is_exact():
     assert C.options_digest(opts(), COLS) != C.options_digest(
         opts().__class__(**{**opts().__dict__, "sequence_groups": ((("g1",), ("a",)),)}), COLS
     )
+
+
+def test_only_deduplicate_with_an_ordinal_sequence_can_leave_the_anchor_out():
+    seq = ChainOptions(
+        partition_by=("dt",), chain_keys=("dt",), primary_key=("id", "dt"), sequence_field="Seq"
+    )
+    assert C.ordinal_sequence_type(seq, {"seq": "BIGINT"}) == "bigint"
+    assert C.ordinal_sequence_type(seq, {"seq": "int"}) == "int"
+    assert C.ordinal_sequence_type(seq, {"SEQ": "timestamp"}) == "timestamp"
+    assert C.ordinal_sequence_type(seq, {"seq": "date"}) == "date"
+    for other in ("string", "double", "decimal(10,2)", "timestamp_ntz"):
+        assert C.ordinal_sequence_type(seq, {"seq": other}) is None
+    assert C.ordinal_sequence_type(OPTS, {"seq": "int"}) is None  # no sequence field
+    for engine in ("first-row", "partial-update", "aggregation"):
+        opts = ChainOptions(
+            partition_by=("dt",),
+            chain_keys=("dt",),
+            primary_key=("id", "dt"),
+            sequence_field="seq",
+            merge_engine=engine,
+        )
+        assert C.ordinal_sequence_type(opts, {"seq": "int"}) is None
+
+
+def test_the_anchor_can_win_unless_every_delta_row_follows_it():
+    assert not C.anchor_can_win(10, 11)
+    assert not C.anchor_can_win(10, float("inf"))  # only empty delta partitions
+    assert C.anchor_can_win(10, 10)  # a tie goes to the delta, but strictly above is the rule
+    assert C.anchor_can_win(10, 3)
+    assert C.anchor_can_win(None, 11)  # the anchor's highest not known
+    assert C.anchor_can_win(10, None)  # a NULL sequence in the deltas

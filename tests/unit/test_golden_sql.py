@@ -178,7 +178,7 @@ def model_run(
 
 def test_delta_run_stages_checks_publishes_and_fills_the_day_of_a_group_without_rows():
     conns, adapter, rel = setup()
-    conns.answer("count_if(", [("CN", "20250111", 3, 3, 0, 0, 0, False)])
+    conns.answer("count_if(", [("CN", "20250111", 3, 3, 0, 0, 0, False, 7, 0)])
     msg = model_run(conns, adapter, rel, {**CONFIG, "chain_partition": {"dt": "20250111"}}, True)
     assert msg == "OK: 2 delta partition(s)"
     check("delta_run", conns.statements)
@@ -186,7 +186,7 @@ def test_delta_run_stages_checks_publishes_and_fills_the_day_of_a_group_without_
 
 def test_delta_run_rewriting_a_day_switches_it_and_marks_later_snapshots_stale():
     conns, adapter, rel = setup()
-    conns.answer("count_if(", [("CN", "20250105", 4, 2, 0, 0, 0, False)])
+    conns.answer("count_if(", [("CN", "20250105", 4, 2, 0, 0, 0, False, 7, 0)])
     assert model_run(conns, adapter, rel, dict(CONFIG), True) == "OK: 1 delta partition(s)"
     check("delta_rewrite", conns.statements)
 
@@ -195,7 +195,7 @@ def test_first_run_creates_both_branches_under_location_root():
     conns = FakeConnections()
     adapter = fake_adapter(conns)
     rel = adapter.Relation.create(schema="s", identifier="t", type="view")
-    conns.answer("count_if(", [("CN", "20250101", 3, 3, 0, 0, 0, False)])
+    conns.answer("count_if(", [("CN", "20250101", 3, 3, 0, 0, 0, False, 7, 0)])
     config = {
         **CONFIG,
         "location_root": "/data/my 'lake'/",

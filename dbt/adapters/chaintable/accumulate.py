@@ -4,7 +4,9 @@ cumulative partitions of the days it added or changed, one chain day at a time."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -65,9 +67,15 @@ class Accumulator:
         self.catalog.set_properties(tables.snapshot, {cumulative.P_LAYOUT: cumulative.LAYOUT})
         return loaded.with_props({cumulative.P_LAYOUT: cumulative.LAYOUT})
 
-    def after_write(self, loaded: Loaded, written: Sequence[Values]) -> Loaded:
+    def after_write(
+        self,
+        loaded: Loaded,
+        written: Sequence[Values],
+        lowest: Mapping[Values, float] | None = None,
+    ) -> Loaded:
         """Build the cumulative partitions of the days `written` feeds (`loaded` is the catalog
-        after the publish). A failed build leaves those days read by merge: the write stays."""
+        after the publish). A failed build leaves those days read by merge: the write stays.
+        `lowest`: the lowest sequence of delta partitions this run wrote (WritePlan)."""
         if not loaded.opts.cumulative_delta:
             return loaded
         cum = loaded.cumulative_of()
@@ -82,9 +90,14 @@ class Accumulator:
         chains = sorted({b.plan.chain for b in builds}, key=loaded.state().sort_key)
         try:
             loaded = self._ensure_table(loaded)
+            loaded, anchorless = self._anchorless(loaded, builds, lowest or {})
             for i, chain in enumerate(chains, 1):
                 todo = [b for b in builds if b.plan.chain == chain]
-                self.run(cumulative_sql.build(renderer, chain, todo, cumulative.needs_anchor(opts)))
+                self.run(
+                    cumulative_sql.build(
+                        renderer, chain, todo, cumulative.needs_anchor(opts), anchorless
+                    )
+                )
                 safety.failpoint("cumulative.built")
                 if len(chains) > 1:  # a rebuild of many days: say how far it is
                     logger.info(
@@ -107,6 +120,66 @@ class Accumulator:
             return loaded.with_cumulative(self.catalog.cumulative_partitions(loaded.tables, opts))
         logger.info(
             f"{loaded.tables.view}: cumulative delta of {len(builds)} day(s) built "
-            f"({built} from the day before) in {clock}"
+            f"({built} from the day before"
+            + (
+                f"; {len(anchorless)} without reading the anchor: every changed row's "
+                "sequence is above the anchor's highest"
+                if anchorless
+                else ""
+            )
+            + f") in {clock}"
         )
         return loaded.with_cumulative(sorted(parts))
+
+    def _anchorless(
+        self, loaded: Loaded, builds: Sequence[cumulative.Build], lowest: Mapping[Values, float]
+    ) -> tuple[Loaded, set[Values]]:
+        """The groups of `builds` whose anchor no delta row of the build can lose to
+        (cumulative.anchor_can_win), from the deltas' lowest sequences (`lowest`, of the rows
+        this run wrote) and the anchors' highest (anchor_sequence_max)."""
+        kind = cumulative.ordinal_sequence_type(loaded.opts, loaded.types)
+        deltas_min: dict[Values, float] = {}
+        for b in builds:
+            mins = [lowest.get(b.plan.group + d) for d in b.deltas]
+            if kind and b.plan.anchor is not None and mins and None not in mins:
+                deltas_min[b.plan.group + b.plan.anchor] = min(m for m in mins if m is not None)
+        if not deltas_min:
+            return loaded, set()
+        loaded, highest = self.anchor_sequence_max(loaded, list(deltas_min))
+        return loaded, {
+            b.plan.group
+            for b in builds
+            if b.plan.anchor is not None
+            and (a := b.plan.group + b.plan.anchor) in deltas_min
+            and not cumulative.anchor_can_win(highest.get(a), deltas_min[a])
+        }
+
+    def anchor_sequence_max(
+        self, loaded: Loaded, anchors: Sequence[Values]
+    ) -> tuple[Loaded, dict[Values, int | None]]:
+        """The highest sequence of each snapshot partition of `anchors` (None: unknown). Taken
+        from t__snapshot's record (cumulative.P_ANCHOR_SEQUENCE) while the partition keeps the
+        location recorded with it (a partition written again has a new one); else one scan of
+        the sequence column, recorded for the next run."""
+        kind = cumulative.ordinal_sequence_type(loaded.opts, loaded.types)
+        if not kind or not anchors:
+            return loaded, {}
+        snapshot, lay, keys = loaded.tables.snapshot, loaded.layout, loaded.opts.partition_by
+        raw = loaded.props.get(cumulative.P_ANCHOR_SEQUENCE)
+        recorded: dict[str, list[Any]] = json.loads(raw) if raw else {}
+        where = {a: self.catalog.partition_location(snapshot, keys, a) for a in anchors}
+        missing = [a for a in anchors if recorded.get(lay.path(a), [None])[0] != where[a]]
+        if missing:
+            before = dict(recorded)
+            sql = cumulative_sql.sequence_max(loaded.renderer(), kind, missing)
+            for row in self.catalog.runner.fetch(sql):
+                part, high = tuple(str(v) for v in row[: len(keys)]), row[len(keys)]
+                if part in where:
+                    recorded[lay.path(part)] = [where[part], None if high is None else int(high)]
+            current = {lay.path(p) for p in loaded.snapshots}
+            recorded = {k: v for k, v in sorted(recorded.items()) if k in current}
+            if recorded != before:
+                value = json.dumps(recorded, separators=(",", ":"))
+                self.catalog.set_properties(snapshot, {cumulative.P_ANCHOR_SEQUENCE: value})
+                loaded = loaded.with_props({cumulative.P_ANCHOR_SEQUENCE: value})
+        return loaded, {a: recorded.get(lay.path(a), [None, None])[1] for a in anchors}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dbt.adapters.chaintable import expire
+from dbt.adapters.chaintable import cumulative, expire
 from dbt.adapters.chaintable.catalog import Catalog
 from dbt.adapters.chaintable.config import ModelSettings
 from dbt.adapters.chaintable.options import ChainConfigError
@@ -25,10 +25,12 @@ def _key_text(columns: Sequence[str], values: Sequence[Any]) -> str:
 
 def check_stage(
     catalog: Catalog, settings: ModelSettings, stage: str, columns: Columns
-) -> list[Values]:
+) -> tuple[list[Values], dict[Values, float]]:
     """The partitions of the staged rows, or an error naming the model and the offending key.
     One scan summarises every partition of the stage (stage_sql.stage_summary_sql); only a rule it
-    finds broken (or a partition where a tie is possible) costs a query of its own."""
+    finds broken (or a partition where a tie is possible) costs a query of its own. Also, per
+    partition whose rows all have one, the lowest sequence as an integer
+    (cumulative.ordinal_sequence_type; none for other engines and types)."""
     opts, model = settings.opts, settings.model
     names = [c for c, _ in columns]
     source = S.select_all(stage)
@@ -40,7 +42,10 @@ def check_stage(
             list(spec), list(spec.values())
         )
     n = len(opts.partition_by)
-    summary = catalog.runner.fetch(stage_sql.stage_summary_sql(opts, names, source, inside))
+    kind = cumulative.ordinal_sequence_type(opts, dict(columns))
+    summary = catalog.runner.fetch(
+        stage_sql.stage_summary_sql(opts, names, source, inside, sequence_kind=kind)
+    )
     parts = [r[:n] for r in summary]
     # per partition (stage_summary_sql's columns after the partition values)
     n_rows, n_keys, pk_null, bad_kind, refused, outside = (
@@ -93,7 +98,12 @@ def check_stage(
             f"{settings.layout.path(tuple(str(v) for v in outside_parts[0]))}; "
             "nothing was written"
         )
-    return [tuple(str(v) for v in p) for p in parts]
+    lowest = {
+        tuple(str(v) for v in r[:n]): float(r[n + 6])
+        for r in summary
+        if kind and r[n + 6] is not None and not int(r[n + 7] or 0)
+    }
+    return [tuple(str(v) for v in p) for p in parts], lowest
 
 
 def check_chain_partition(settings: ModelSettings, spec: Mapping[str, str]) -> None:

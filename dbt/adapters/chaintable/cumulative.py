@@ -33,6 +33,12 @@ MASK_SHIFT = 6  # a mask row covers 2**6 = 64 consecutive key values, one bit ea
 # on t__snapshot: t__cumulative has MASK_COLUMN (a table created before it is altered once)
 P_LAYOUT = "chaintable.cumulative-layout"
 LAYOUT = "mask"
+# on t__snapshot: {anchor partition path: [its location, the highest sequence in it]}, the
+# anchors' bounds that let a build leave the anchor out (anchor_can_win); an entry counts only
+# while the partition still has that location (every publish gives a partition a new one)
+P_ANCHOR_SEQUENCE = "chaintable.anchor-sequence-max"
+# sequence types whose values compare as the integers SQL gives for them (sql/stage.py)
+ORDINAL_SEQUENCE_TYPES = (*INTEGRAL_TYPES, "date", "timestamp")
 # aggregates whose result depends on the order of their inputs; the rowkind field's merged
 # value (the kind of the latest row) depends on it too
 ORDER_SENSITIVE = (
@@ -98,6 +104,25 @@ def needs_anchor(opts: ChainOptions) -> bool:
     """Whether a key's merged state can depend on its anchor row. Deduplicate without a
     sequence field: the latest partition wins, so any delta row beats the anchor's."""
     return not (opts.merge_engine == "deduplicate" and not opts.sequence_field)
+
+
+def ordinal_sequence_type(opts: ChainOptions, types: Mapping[str, str]) -> str | None:
+    """The sequence field's type when a build may leave the anchor out (anchor_can_win):
+    deduplicate with a sequence field whose values compare as integers; else None."""
+    if opts.merge_engine != "deduplicate" or not opts.sequence_field:
+        return None
+    lower = {k.lower(): v.lower() for k, v in types.items()}
+    kind = lower.get(opts.sequence_field.lower())
+    return kind if kind in ORDINAL_SEQUENCE_TYPES else None
+
+
+def anchor_can_win(anchor_max: int | None, deltas_min: float | None) -> bool:
+    """Whether an anchor row can win over a row of the build's deltas (deduplicate with a
+    sequence field: the highest sequence wins, a NULL is the lowest, a tie goes to the later
+    partition). It cannot when every delta row's sequence is above the anchor's highest; then
+    the build leaves the anchor's stand-ins out and gives the same rows without scanning the
+    anchor. None: not known (an anchor of only NULL sequences, a delta with a NULL one)."""
+    return anchor_max is None or deltas_min is None or deltas_min <= anchor_max
 
 
 def incremental(opts: ChainOptions, value_columns: Sequence[str]) -> bool:

@@ -203,7 +203,9 @@ class Maintenance:
             self.catalog.set_stale(loaded.tables, after)
         # the publish added or switched exactly `written` in the snapshot branch (under the lock)
         loaded = self.accumulator.after_write(loaded.with_published("snapshot", written), written)
-        self.views.refresh(loaded)
+        loaded = self.views.refresh(loaded)
+        if loaded.opts.cumulative_delta:  # the new anchors' highest sequence, for the next runs
+            self.accumulator.anchor_sequence_max(loaded, written)
         return True
 
     # ---- expiration ---------------------------------------------------------------------------

@@ -4,9 +4,10 @@ Each step returns an immutable value the next one reads."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
@@ -96,6 +97,9 @@ class WritePlan:
     empties: tuple[Values, ...]  # chain_partition's "no changes" partitions
     written: tuple[Values, ...]
     columns_added_at: float | None = None  # time.monotonic() of a schema change's ADD COLUMNS
+    # per written partition whose rows all have one, the lowest sequence as an integer (an
+    # empty partition: infinity); checks.check_stage
+    lowest_sequence: Mapping[Values, float] = field(default_factory=dict)
 
 
 # the longest a run waits for other sessions' cached schemas to expire before its view reads
@@ -297,7 +301,7 @@ class RunFlow:
         run, and decide the partitions this run writes (the model's and the empty ones)."""
         tables, opts, cat = run.tables, run.opts, self.catalog
         stage_cols = cat.describe(tables.stage)
-        staged = checks.check_stage(cat, run.settings, str(tables.stage), stage_cols)
+        staged, lowest = checks.check_stage(cat, run.settings, str(tables.stage), stage_cols)
         checks.check_partition_times(run.settings, staged)
         props = opts.to_properties()
         added_at = None
@@ -368,6 +372,7 @@ class RunFlow:
             tuple(empties),
             tuple(written),
             columns_added_at=added_at,
+            lowest_sequence={**lowest, **dict.fromkeys(empties, math.inf)},
         )
 
     def _write(self, run: ChainRun, stage: Stage, plan: WritePlan) -> bool:
@@ -465,7 +470,11 @@ class RunFlow:
         if stale != loaded.stale():
             self.catalog.set_stale(tables, stale)
         # the snapshots a rewritten delta invalidates are dropped below: no day is built on them
-        loaded = self.accumulator.after_write(loaded.without(snapshots=invalidated), plan.written)
+        loaded = self.accumulator.after_write(
+            loaded.without(snapshots=invalidated),
+            plan.written,
+            plan.lowest_sequence if run.branch == "delta" else {},  # of delta rows only
+        )
         self._await_cached_schemas(run, plan)
         # a publish keeps the view; a first run or full refresh dropped it
         loaded = self.views.refresh(loaded, view_exists=run.view_exists and run.publishes)

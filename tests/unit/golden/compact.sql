@@ -91,4 +91,10 @@ SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` 
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0002 99f1eca044104474')
 ;
+DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'CN', `dt` = '20250104')
+;
+DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'US', `dt` = '20250104')
+;
+SELECT `region`, `dt`, max(CAST(`seq` AS BIGINT)) FROM s.t__snapshot WHERE (`region` IN ('CN', 'US') AND `dt` = '20250104') GROUP BY `region`, `dt`
+;
 DROP VIEW IF EXISTS s.t__chain_lock

@@ -92,4 +92,8 @@ SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` 
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 6d2a62896614dd53')
 ;
+DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'CN', `dt` = '20250108')
+;
+SELECT `region`, `dt`, max(CAST(`seq` AS BIGINT)) FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108') GROUP BY `region`, `dt`
+;
 DROP VIEW IF EXISTS s.t__chain_lock

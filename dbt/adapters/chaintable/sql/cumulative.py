@@ -4,7 +4,7 @@ Renderer (render.py), which holds the names, columns and partition predicates.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from dbt.adapters.chaintable.cumulative import (
@@ -19,6 +19,7 @@ from dbt.adapters.chaintable.planner import ReadPlan, Values
 from dbt.adapters.chaintable.sql import statements
 from dbt.adapters.chaintable.sql.merge import ANCHOR, Types, _merge, is_retract
 from dbt.adapters.chaintable.sql.quoting import cols_sql, literal, q, spec_sql
+from dbt.adapters.chaintable.sql.stage import sequence_ordinal
 
 if TYPE_CHECKING:  # render.py imports this module
     from dbt.adapters.chaintable.sql.render import Renderer
@@ -230,12 +231,23 @@ def create(r: Renderer) -> str:
     )
 
 
-def build(r: Renderer, chain: Values, builds: Sequence[Build], with_anchor: bool) -> str:
+def build(
+    r: Renderer,
+    chain: Values,
+    builds: Sequence[Build],
+    with_anchor: bool,
+    anchorless: Collection[Values] = (),
+) -> str:
     """Write the cumulative delta of day `chain` for each build's group (one day, all its
-    groups, one statement): a dynamic overwrite of exactly the partitions with rows."""
+    groups, one statement): a dynamic overwrite of exactly the partitions with rows. The
+    groups `anchorless` names leave their anchor out (cumulative.anchor_can_win)."""
     deltas = [b.plan.group + d for b in builds for d in b.deltas]
     states = {b.plan.group + b.previous: b.previous_stamp for b in builds if b.previous is not None}
-    anchors = [b.plan.group + b.plan.anchor for b in builds if b.plan.anchor is not None]
+    anchors = [
+        b.plan.group + b.plan.anchor
+        for b in builds
+        if b.plan.anchor is not None and b.plan.group not in anchorless
+    ]
     body = build_sql(
         r.opts,
         r.columns,
@@ -271,6 +283,17 @@ def build(r: Renderer, chain: Values, builds: Sequence[Build], with_anchor: bool
     return (
         f"INSERT OVERWRITE TABLE {r.cumulative} PARTITION ({parts}) ({names})\n"
         f"SELECT {rows}, {parts_of}, {stamp} FROM {source}"
+    )
+
+
+def sequence_max(r: Renderer, kind: str, anchors: Sequence[Values]) -> str:
+    """The highest sequence (as an integer, stage.sequence_ordinal) of each snapshot partition
+    of `anchors`: its partition values, then the maximum (NULL: only NULL sequences)."""
+    assert r.opts.sequence_field
+    parts = cols_sql(r.opts.partition_by)
+    return (
+        f"SELECT {parts}, max({sequence_ordinal(q(r.opts.sequence_field), kind)}) "
+        f"FROM {r.snapshot} WHERE {r.partitions_predicate(anchors)} GROUP BY {parts}"
     )
 
 

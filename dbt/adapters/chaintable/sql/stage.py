@@ -37,23 +37,44 @@ def _refused(opts: ChainOptions, columns: Sequence[str]) -> str:
     return is_retract(opts) if refusal(opts, columns) else "false"
 
 
+def sequence_ordinal(column_sql: str, kind: str) -> str:
+    """A sequence value (of cumulative.ORDINAL_SEQUENCE_TYPES) as a BIGINT in the same order."""
+    if kind == "date":
+        return f"unix_date({column_sql})"
+    if kind == "timestamp":
+        return f"unix_micros({column_sql})"
+    return f"CAST({column_sql} AS BIGINT)"
+
+
 def stage_summary_sql(
-    opts: ChainOptions, columns: Sequence[str], source_sql: str, inside: str | None = None
+    opts: ChainOptions,
+    columns: Sequence[str],
+    source_sql: str,
+    inside: str | None = None,
+    sequence_kind: str | None = None,
 ) -> str:
     """One scan of the staged rows, one row per partition: its partition values, then how many
     rows it has, how many distinct merge keys, and how many rows break each rule: NULL in the
     primary key, a rowkind outside +I/-U/+U/-D, a -U/-D the table refuses (`refusal`), and
     whether the partition lies outside `inside` (a predicate on partition columns). The failing
     rule's own query (below) then finds an example for the error; a partition whose rows
-    outnumber its keys is the only place a tie (`tied_sql`) can be."""
+    outnumber its keys is the only place a tie (`tied_sql`) can be. With `sequence_kind`
+    (cumulative.ordinal_sequence_type) also the lowest sequence and how many are NULL, which
+    decide whether the day's cumulative build needs the anchor (cumulative.anchor_can_win)."""
     keys = list(opts.merge_keys)
     distinct = f"count(DISTINCT {cols_sql(keys)})" if keys else "least(count(*), 1)"
     parts = cols_sql(opts.partition_by)
     return (
         f"SELECT {parts}, count(*), {distinct}, count_if({_pk_null(opts)}), "
         f"count_if({_bad_kind(opts)}), count_if({_refused(opts, columns)}), "
-        f"{'false' if inside is None else f'NOT ({inside})'} "
-        f"FROM ({source_sql}) __s GROUP BY {parts}"
+        f"{'false' if inside is None else f'NOT ({inside})'}"
+        + (
+            f", min({sequence_ordinal(q(opts.sequence_field), sequence_kind)}), "
+            f"count_if({q(opts.sequence_field)} IS NULL)"
+            if sequence_kind and opts.sequence_field
+            else ""
+        )
+        + f" FROM ({source_sql}) __s GROUP BY {parts}"
     )
 
 
