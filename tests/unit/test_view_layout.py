@@ -121,15 +121,38 @@ def test_mapping_rows_are_the_planned_anchor_and_deltas():
     s = weekly(10, groups=1)
     _, mapped = s.view_layout(1)
     sql = renderer().map_insert("s.m", "v1", mapped)
-    assert sql.startswith("INSERT INTO s.m PARTITION (`ct__version` = 'v1') VALUES ")
+    assert sql.startswith(
+        "INSERT INTO s.m PARTITION (`ct__version` = 'v1') (`region`, `ct__target_dt`, "
+        "`ct__source_dt`, `ct__branch`, `ct__stamp`) VALUES "
+    )
     # day 0103 of r00 reads snapshot 0101 and deltas 0102, 0103
-    assert "('r00', '20250103', '20250101', 'snapshot')" in sql
-    assert "('r00', '20250103', '20250102', 'delta')" in sql
-    assert "('r00', '20250103', '20250103', 'delta')" in sql
+    assert "('r00', '20250103', '20250101', 'snapshot', NULL)" in sql
+    assert "('r00', '20250103', '20250102', 'delta', NULL)" in sql
+    assert "('r00', '20250103', '20250103', 'delta', NULL)" in sql
     # day 0109 anchors on the snapshot of 0108; 0110, the newest, is the literal branch
-    assert "('r00', '20250109', '20250108', 'snapshot')" in sql
+    assert "('r00', '20250109', '20250108', 'snapshot', NULL)" in sql
     assert "'20250110'" not in sql
-    assert sql.count("'snapshot')") == len(mapped)
+    assert sql.count("'snapshot', NULL)") == len(mapped)
+
+
+def test_a_mapped_day_the_cumulative_delta_serves_maps_to_its_anchor_and_c_partition():
+    s = weekly(10, groups=1)
+    _, mapped = s.view_layout(1)
+    served = {("r00", "20250103"): "stamp0103"}
+    sql = renderer().map_insert("s.m", "v1", mapped, served)
+    assert "('r00', '20250103', '20250101', 'anchor', NULL)" in sql
+    assert "('r00', '20250103', '20250103', 'cumulative', 'stamp0103')" in sql
+    assert "('r00', '20250103', '20250102', 'delta', NULL)" not in sql
+    assert "('r00', '20250103', '20250101', 'snapshot', NULL)" not in sql
+    # the other days as before
+    assert "('r00', '20250102', '20250102', 'delta', NULL)" in sql
+    read = renderer().mapped_read(*MAP, served=True)
+    assert read.count("\nUNION ALL\n") == 2  # the merged targets, then anchor rows, C rows
+    assert "`ct__branch` = 'anchor'" in read and "`ct__branch` = 'cumulative'" in read
+    assert "__b.`ct__stamp` = __m.`ct__stamp`" in read
+    # the anchor's rows whose key (and target) the C partition holds are left out
+    assert "LEFT ANTI JOIN" in read and "__a.`ct__target_dt` = __k.`ct__target_dt`" in read
+    assert "\nUNION ALL\n" not in renderer().mapped_read(*MAP)
 
 
 def test_mapped_read_merges_per_target_and_orders_by_source_partition():
@@ -159,6 +182,7 @@ def test_multi_key_chains_map_every_chain_key():
         "ct__source_dt",
         "ct__source_hour",
         "ct__branch",
+        "ct__stamp",
     ]
     read = r.mapped_read(*MAP)
     assert "__b.`hour` = __m.`ct__source_hour`" in read and "`ct__target_hour` AS `hour`" in read
@@ -192,7 +216,7 @@ def test_a_view_refresh_keeps_a_week_of_literal_branches_by_default():
     assert len(literal_days) == 7 == DEFAULT_VIEW_RECENT
     assert (
         next(q for q in conns.statements if q.startswith("INSERT INTO s.t__chain_map")).count(
-            "'delta')"
+            "'delta', NULL)"
         )
         == 1 + 2
     )  # days 0102 and 0103: their deltas since the anchor

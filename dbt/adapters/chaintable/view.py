@@ -14,7 +14,7 @@ from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, P_VIEW_MAP, P_V
 from dbt.adapters.chaintable.planner import ChainState, Values
 from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
 from dbt.adapters.chaintable.sql import statements as S
-from dbt.adapters.chaintable.sql.render import MAP_VERSION
+from dbt.adapters.chaintable.sql.render import MAP_STAMP, MAP_VERSION
 
 # CREATE OR REPLACE VIEW ... WITH SCHEMA EVOLUTION (Spark 4): the view takes its query's schema
 # as it is, without the projection of casts to a stored schema that Spark adds otherwise; that
@@ -66,11 +66,16 @@ class ViewWriter:
         recent = int(loaded.props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)
         layout = state.view_layout(recent)
         mapped = layout[1]
+        literal = [p for _, plans in layout[0] for p in plans]
+        serving = {
+            k: v for k, v in loaded.serving([*literal, *mapped], state).items() if k not in unserved
+        }
         # older delta-only partitions: a new version of the mapping table first (the current
         # view reads its own version), then the view, then the record of which version it reads
         # and its digest, then the versions no view reads any more. A refresh whose mapped reads
         # are those of the recorded version reuses it (a daily run only adds newer partitions).
-        rows = renderer.map_rows(mapped)
+        # A mapped day the cumulative delta serves is mapped to its anchor and C partition.
+        rows = renderer.map_rows(mapped, serving)
         digest = hashlib.sha1("\n".join(rows).encode()).hexdigest()[:16] if mapped else ""
         recorded = (loaded.props.get(P_VIEW_MAP) or "").split()
         # the mapping table exists while a version is recorded (both are removed together):
@@ -86,9 +91,9 @@ class ViewWriter:
         if mapped and not reuse:
             if held is None:
                 self.run(renderer.map_create(cmap))
-            self.run(renderer.map_insert(cmap, version, mapped))
-        literal = [p for _, plans in layout[0] for p in plans]
-        serving = {k: v for k, v in loaded.serving(literal, state).items() if k not in unserved}
+            elif MAP_STAMP not in {c.lower() for c, _ in self.catalog.describe(loaded.tables.cmap)}:
+                self.run(renderer.map_add_stamp(cmap))  # created before it had the column
+            self.run(renderer.map_insert(cmap, version, mapped, serving))
         self._replace(
             loaded.tables.view, renderer.view(layout, (cmap, version), serving), view_exists
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from dbt.adapters.chaintable.cumulative import MASK_COLUMN, mask_key
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import ReadPlan, Values
 from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
@@ -16,6 +17,9 @@ from dbt.adapters.chaintable.sql.quoting import cols_sql, literal, q, spec_sql, 
 # such a name (Spark then fails every query that filters the partition column)
 MAP_BRANCH = "ct__branch"
 MAP_VERSION = "ct__version"
+# a mapped day served from the cumulative delta: its C partition's stamp (cumulative.py), on the
+# row of branch 'cumulative'; that day's anchor is on a row of branch 'anchor'
+MAP_STAMP = "ct__stamp"
 GUARD = "__chain_guard"  # the one column of a literal branch's guard (Renderer.merged)
 NONE: Mapping[Values, str] = {}  # no day served from the cumulative delta
 
@@ -231,7 +235,9 @@ class Renderer:
             self.merged(chain, plans, guard=True, serving=serving) for chain, plans in literal
         ]
         if mapped and mapping is not None:
-            branches.append(f"SELECT * FROM ({self.mapped_read(*mapping)}) __v WHERE {upto}")
+            served = any(p.group + p.chain in serving for p in mapped)
+            mapped_sql = self.mapped_read(*mapping, served=served)
+            branches.append(f"SELECT * FROM ({mapped_sql}) __v WHERE {upto}")
         return "\nUNION ALL\n".join(branches)
 
     # ---- the mapping table of older delta-only partitions --------------------------------------
@@ -243,7 +249,7 @@ class Renderer:
             [(g, self.type_of(g)) for g in self.opts.group_keys]
             + [(target_col(k), self.type_of(k)) for k in chain]
             + [(source_col(k), self.type_of(k)) for k in chain]
-            + [(MAP_BRANCH, "string")]
+            + [(MAP_BRANCH, "string"), (MAP_STAMP, "string")]
         )
 
     def map_create(self, table: str) -> str:
@@ -253,26 +259,49 @@ class Renderer:
             f"USING parquet PARTITIONED BY ({q(MAP_VERSION)})"
         )
 
-    def map_insert(self, table: str, version: str, plans: Sequence[ReadPlan]) -> str:
-        """One version of the mapping: the planner's anchor and deltas of each read in `plans`."""
+    def map_insert(
+        self,
+        table: str,
+        version: str,
+        plans: Sequence[ReadPlan],
+        serving: Mapping[Values, str] = NONE,
+    ) -> str:
+        """One version of the mapping: the planner's anchor and deltas of each read in `plans`
+        (the anchor and the C partition of the days `serving` names)."""
+        names = cols_sql([c for c, _ in self.map_columns()])
         return (
-            f"INSERT INTO {table} PARTITION ({spec_sql([MAP_VERSION], [version])}) VALUES "
-            + ", ".join(self.map_rows(plans))
+            f"INSERT INTO {table} PARTITION ({spec_sql([MAP_VERSION], [version])}) ({names}) "
+            "VALUES " + ", ".join(self.map_rows(plans, serving))
         )
 
-    def map_rows(self, plans: Sequence[ReadPlan]) -> list[str]:
-        """The mapping's rows for `plans`, as SQL value tuples."""
+    def map_add_stamp(self, table: str) -> str:
+        """A mapping table created before it had the stamp column gets it."""
+        return statements.add_columns(table, [(MAP_STAMP, "string")])
+
+    def map_rows(
+        self, plans: Sequence[ReadPlan], serving: Mapping[Values, str] = NONE
+    ) -> list[str]:
+        """The mapping's rows for `plans`, as SQL value tuples: per day its anchor (branch
+        'snapshot') and deltas ('delta'), or, for a day `serving` names, its anchor ('anchor')
+        and its C partition ('cumulative', with the stamp)."""
         group, chain = self.opts.group_keys, self.opts.chain_keys
         rows = []
         for p in plans:
-            sources = [("snapshot", p.anchor)] if p.anchor is not None else []
-            sources += [("delta", d) for d in p.deltas]
-            for branch, src in sources:
+            stamp = serving.get(p.group + p.chain)
+            anchor = "snapshot" if stamp is None else "anchor"
+            sources: list[tuple[str, Values, str | None]] = (
+                [(anchor, p.anchor, None)] if p.anchor is not None else []
+            )
+            if stamp is None:
+                sources += [("delta", d, None) for d in p.deltas]
+            else:
+                sources.append(("cumulative", p.chain, stamp))
+            for branch, src, mark in sources:
                 vals = (
                     [self.lit(g, v) for g, v in zip(group, p.group, strict=False)]
                     + [self.lit(k, v) for k, v in zip(chain, p.chain, strict=False)]
                     + [self.lit(k, v) for k, v in zip(chain, src, strict=False)]
-                    + [string(branch)]
+                    + [string(branch), "NULL" if mark is None else string(mark)]
                 )
                 rows.append("(" + ", ".join(vals) + ")")
         return rows
@@ -283,26 +312,36 @@ class Renderer:
             cond += f" AND {q(MAP_BRANCH)} = {literal(branch)}"
         return f"(SELECT * FROM {table} WHERE {cond})"
 
-    def mapped_read(self, table: str, version: str) -> str:
+    def mapped_read(self, table: str, version: str, served: bool = False) -> str:
         """Merged full state of every partition in the mapping: the anchor and delta rows are
         joined to the targets they feed and merged per primary key and target (the target chain
         columns join the primary key; rows keep their own chain values, which order the merge),
         then carry the target's values (rule 5). `WHERE dt = 'X'` on the view reaches the
-        mapping table, and dynamic partition pruning limits both scans to X's sources."""
+        mapping table, and dynamic partition pruning limits both scans to X's sources.
+        `served`: some targets are read from the cumulative delta instead (their anchor's rows
+        whose key their C partition does not hold, and its live rows; cumulative_sql.read_parts
+        with the target columns joined to the key)."""
         chain = self.opts.chain_keys
         targets = [target_col(k) for k in chain]
 
-        def side(branch_table: str, branch: str) -> str:
+        def side(branch_table: str, branch: str, stamped: bool = False, extra: str = "") -> str:
             on = [f"__b.{q(g)} = __m.{q(g)}" for g in self.opts.group_keys]
             on += [f"__b.{q(k)} = __m.{q(source_col(k))}" for k in chain]
+            if stamped:
+                on.append(f"__b.{q(MAP_STAMP)} = __m.{q(MAP_STAMP)}")
             return (
-                f"SELECT {cols_sql(self.columns, '__b')}, {cols_sql(targets, '__m')} "
+                f"SELECT {cols_sql(self.columns, '__b')}, {cols_sql(targets, '__m')}{extra} "
                 f"FROM {branch_table} __b JOIN {self._map_version(table, version, branch)} "
                 f"__m ON {' AND '.join(on)}"
             )
 
         opts = replace(self.opts, primary_key=tuple(self.opts.primary_key) + tuple(targets))
         types = {**self.types, **{t: self.type_of(k) for t, k in zip(targets, chain, strict=False)}}
+        lowered = {k.lower(): target_col(k) for k in chain}
+        proj = ", ".join(
+            f"{q(lowered[c.lower()])} AS {q(c)}" if c.lower() in lowered else q(c)
+            for c in self.columns
+        )
         body = merge_sql(
             opts,
             self.columns + targets,
@@ -311,12 +350,21 @@ class Renderer:
             types=types,
             broadcast=True,
         )
-        lowered = {k.lower(): target_col(k) for k in chain}
-        proj = ", ".join(
-            f"{q(lowered[c.lower()])} AS {q(c)}" if c.lower() in lowered else q(c)
-            for c in self.columns
-        )
-        return f"SELECT {proj} FROM ({body}) __g"
+        parts = [body]
+        if served:
+            mask = mask_key(self.opts, self.types)
+            c_side = side(self.cumulative, "cumulative", stamped=True)
+            keys = f"SELECT {cols_sql(opts.merge_keys) or '1'} FROM ({c_side}) __c"
+            if mask:
+                with_mask = side(self.cumulative, "cumulative", True, f", __b.{q(MASK_COLUMN)}")
+                keys = (
+                    f"SELECT {cols_sql([*opts.merge_keys, MASK_COLUMN])} FROM ({with_mask}) "
+                    f"__c WHERE {q(MASK_COLUMN)} IS NOT NULL"
+                )
+            parts += cumulative_sql.read_parts(
+                opts, self.columns + targets, side(self.snapshot, "anchor"), c_side, keys, mask
+            )
+        return "\nUNION ALL\n".join(f"SELECT {proj} FROM ({part}) __g" for part in parts)
 
     def in_partitions(self, parts: Sequence[Values]) -> str:
         """A flat IN list (no deep OR tree, however many partitions)."""
