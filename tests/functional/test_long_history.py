@@ -95,6 +95,16 @@ def test_long_history_reads_through_the_mapping_table(project):
     p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250103"}})
     assert set(p.rows("select region, id, v from {s}.t where dt = '20250103'")) == before
     assert "region=CN/dt=20250103" in p.partitions("t__snapshot")
+    # a stored day between mapped days reads the snapshot alone: the mapped branches and the
+    # anti join against the mapping fold away at planning time (ChainState.mapped_runs)
+    stored = "\n".join(
+        r[0]
+        for r in p.spark.sql(
+            f"EXPLAIN select * from {p.schema}.t where region = 'CN' and dt = '20250103'"
+        ).collect()
+    )
+    assert "t__snapshot" in stored and "chain_map" not in stored, stored[:3000]
+    assert "Join" not in stored and "Union" not in stored, stored[:3000]
     # the compaction wrote new mapping versions into the existing table (the days it feeds
     # are read by merge while their cumulative partitions are rebuilt, then from them again)
     # and kept only the one the previous view read beside the view's own

@@ -74,10 +74,66 @@ def test_a_daily_run_leaves_the_mapped_reads_as_they_were():
     assert before.view_layout(7)[0] != after.view_layout(7)[0]
 
 
+def test_mapped_runs_hold_every_mapped_day_and_no_stored_one():
+    s = weekly(30, groups=2)  # snapshots 0101, 0108, 0115, 0122, 0129
+    _, mapped = s.view_layout(3)
+    assert s.mapped_runs(mapped, 8) == [
+        ("20250102", "20250107"),
+        ("20250109", "20250114"),
+        ("20250116", "20250121"),
+        ("20250123", "20250128"),
+    ]
+    # past the cap the oldest runs merge into one: a wider range, still holding every day
+    assert s.mapped_runs(mapped, 2) == [("20250102", "20250121"), ("20250123", "20250128")]
+    assert s.mapped_runs(mapped, 1) == [("20250102", "20250128")]
+    assert s.mapped_runs([], 4) == []
+    # a day stored for one group and mapped for another is inside (the anti join sorts it)
+    one = ChainState.build(
+        GROUPED,
+        [("r00", "20250101"), ("r01", "20250101"), ("r00", "20250104")],
+        [(r, f"2025010{d}") for r in ("r00", "r01") for d in range(2, 7)],
+        {"dt": "string"},
+    )
+    _, mapped = one.view_layout(1)
+    assert one.mapped_runs(mapped, 8) == [("20250102", "20250105")]
+    # integral chain keys compare as numbers (9 before 10)
+    hourly = ChainState.build(
+        HOURLY,
+        [("20250101", "0"), ("20250101", "10")],
+        [("20250101", str(h)) for h in range(1, 12)],
+        {"dt": "string", "hour": "int"},
+    )
+    _, mapped = hourly.view_layout(1)
+    assert hourly.mapped_runs(mapped, 8) == [("20250101", "20250101")]
+    days = ChainState.build(
+        ChainOptions(partition_by=("d",), chain_keys=("d",), primary_key=("id", "d")),
+        [("1",), ("10",)],
+        [(str(d),) for d in range(2, 13)],
+        {"d": "int"},
+    )
+    _, mapped = days.view_layout(1)  # 11 is mapped too: past the one literal day kept
+    assert days.mapped_runs(mapped, 8) == [("2", "9"), ("11", "11")]
+
+
+def test_a_stored_day_between_mapped_days_prunes_the_mapped_branch():
+    s = weekly(20, groups=2)  # snapshots 0101, 0108, 0115; 0116, 0117 mapped, 0118.. literal
+    layout = s.view_layout(3)
+    sql = renderer().view(layout, MAP, runs=s.mapped_runs(layout[1], 4))
+    runs = (
+        "coalesce((`dt` >= '20250102' AND `dt` <= '20250107') "
+        "OR (`dt` >= '20250109' AND `dt` <= '20250114') "
+        "OR (`dt` >= '20250116' AND `dt` <= '20250117'), false)"
+    )
+    branches = sql.split("\nUNION ALL\n")
+    assert f"WHERE NOT {runs}" in branches[0] and "ANTI JOIN" not in branches[0]
+    assert f"WHERE {runs}" in branches[1] and "LEFT ANTI JOIN" in branches[1]
+    assert branches[-1].endswith(f"__v WHERE {runs}")
+
+
 def test_later_partitions_prune_the_mapped_branch_and_the_anti_join():
     s = weekly(12, groups=2)
     sql = renderer().view(s.view_layout(7), MAP)
-    upto = "coalesce(`dt` <= '20250107', false)"
+    upto = "coalesce(`dt` >= '20250102' AND `dt` <= '20250107', false)"
     branches = sql.split("\nUNION ALL\n")
     assert branches[0].startswith("SELECT `id`") and f"WHERE NOT {upto}" in branches[0]
     assert "ANTI JOIN" not in branches[0]

@@ -255,6 +255,33 @@ class ChainState:
         cut = max(len(branches) - max(recent, 0), after)
         return branches[cut:], [p for _, plans in branches[:cut] for p in plans]
 
+    def mapped_runs(self, mapped: Sequence[ReadPlan], cap: int) -> list[tuple[str, str]]:
+        """Ranges (low, high) of the first chain key, oldest first, that hold the first value of
+        every partition in `mapped` and no first value that only partitions read another way
+        have (snapshot partitions, literal branches): the view filters its mapped branches by
+        them, so a query of a stored day between mapped days folds those branches away at
+        planning time. Past `cap` runs the oldest merge into one (a wider range prunes less,
+        and the view's text stays bounded)."""
+        inside = {p.chain[0] for p in mapped}
+        firsts = inside | {self.split(p)[1][0] for p in self.snapshots | self.deltas}
+        kind = (self.chain_types or ("string",))[0]
+
+        def order(value: str) -> tuple[bool, Any]:
+            typed = _typed(value, kind)
+            return isinstance(typed, str), typed  # a value that is not a number sorts apart
+
+        runs: list[list[str]] = []
+        last_inside = False
+        for value in sorted(firsts, key=order):
+            if value in inside and last_inside:
+                runs[-1][1] = value
+            elif value in inside:
+                runs.append([value, value])
+            last_inside = value in inside
+        if len(runs) > cap > 0:
+            runs = [[runs[0][0], runs[-cap][1]], *runs[len(runs) - cap + 1 :]]
+        return [(low, high) for low, high in runs]
+
     # ---- partition specs ---------------------------------------------------------------------
     def resolve_spec(self, spec: Mapping[str, str]) -> tuple[Values, list[Values]]:
         """A partition spec -> (chain values, matching known groups). The spec must name every

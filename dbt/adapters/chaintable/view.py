@@ -22,6 +22,11 @@ from dbt.adapters.chaintable.sql.render import MAP_STAMP, MAP_VERSION
 # benchmark's compacted day). An older Spark refuses the clause: then the plain statement.
 VIEW_CLAUSES = (" WITH SCHEMA EVOLUTION", "")
 
+# ranges of mapped days the view names (ChainState.mapped_runs): a snapshot day between two of
+# them is read without the mapping's scans (measured on the benchmark's compacted day at 10M
+# rows: 2.35 -> 2.15 s, the stored partition 1.73 s); the older ones merge into one
+MAPPED_RUNS = 4
+
 
 class ViewWriter:
     def __init__(self, catalog: Catalog):
@@ -95,7 +100,9 @@ class ViewWriter:
                 self.run(renderer.map_add_stamp(cmap))  # created before it had the column
             self.run(renderer.map_insert(cmap, version, mapped, serving))
         self._replace(
-            loaded.tables.view, renderer.view(layout, (cmap, version), serving), view_exists
+            loaded.tables.view,
+            renderer.view(layout, (cmap, version), serving, state.mapped_runs(mapped, MAPPED_RUNS)),
+            view_exists,
         )
         if reuse:
             return loaded

@@ -191,6 +191,7 @@ class Renderer:
         layout: tuple[Sequence[tuple[Values, Sequence[ReadPlan]]], Sequence[ReadPlan]],
         mapping: tuple[str, str] | None = None,
         serving: Mapping[Values, str] = NONE,
+        runs: Sequence[tuple[str, str]] = (),
     ) -> str:
         """Every partition of snapshot ∪ delta at its full state, laid out as the planner said
         (`ChainState.view_layout`: literal branches, mapped reads). Snapshot partitions are one
@@ -200,7 +201,9 @@ class Renderer:
         `map_insert` wrote, so the view's text does not grow with history (the embedded Derby
         metastore keeps at most 32,700 characters of it).
         The snapshot branch excludes the partitions the view merges: a snapshot published for
-        one of them (compaction) is not read twice before the view is refreshed."""
+        one of them (compaction) is not read twice before the view is refreshed.
+        `runs` (ChainState.mapped_runs): ranges of the first chain key that hold every mapped
+        partition; by default one, from the oldest mapped partition to the newest."""
         literal, mapped = layout
         own = [p.group + chain for chain, plans in literal for p in plans]
         not_own = f"NOT ({self.in_partitions(own)})" if own else ""
@@ -215,11 +218,11 @@ class Renderer:
             branches = [snapshot(not_own)]
         else:
             assert mapping is not None
-            # every mapped target is at or before the newest one in the first chain key: a
-            # query of a later partition prunes the mapped branch and the anti join at planning
-            # time (`dt = X AND dt <= M` folds to false), so it reads the snapshot as it is
-            first = self.opts.chain_keys[0]
-            upto = f"coalesce({q(first)} <= {self.lit(first, max_first(mapped))}, false)"
+            # every mapped target is in one of the runs: a query of a partition outside them
+            # (a later one, or a snapshot between mapped days) prunes the mapped branch and the
+            # anti join at planning time (`dt = X AND dt >= L AND dt <= H` folds to false), so
+            # it reads the snapshot as it is
+            upto = self.in_runs(runs or [(mapped[0].chain[0], max_first(mapped))])
             keys = list(self.opts.group_keys) + [target_col(k) for k in self.opts.chain_keys]
             on = " AND ".join(
                 [f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys]
@@ -239,6 +242,19 @@ class Renderer:
             mapped_sql = self.mapped_read(*mapping, served=served)
             branches.append(f"SELECT * FROM ({mapped_sql}) __v WHERE {upto}")
         return "\nUNION ALL\n".join(branches)
+
+    def in_runs(self, runs: Sequence[tuple[str, str]]) -> str:
+        """The first chain key in one of `runs` (low, high), false for NULL."""
+        first = self.opts.chain_keys[0]
+        x = q(first)
+        conds = [
+            f"{x} = {self.lit(first, low)}"
+            if low == high
+            else f"{x} >= {self.lit(first, low)} AND {x} <= {self.lit(first, high)}"
+            for low, high in runs
+        ]
+        either = conds[0] if len(conds) == 1 else " OR ".join(f"({c})" for c in conds)
+        return f"coalesce({either}, false)"
 
     # ---- the mapping table of older delta-only partitions --------------------------------------
     def map_columns(self) -> list[tuple[str, str]]:
