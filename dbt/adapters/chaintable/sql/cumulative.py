@@ -194,19 +194,23 @@ def read(r: Renderer, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) 
     parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
     anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
     mask = _mask(r)
-    if mask is None:
-        keys = f"SELECT {cols_sql(r.opts.merge_keys) or '1'} FROM {r.cumulative} WHERE "
-    else:  # the first key of each block, with the block's mask
-        keys = f"SELECT {cols_sql([*r.opts.merge_keys, MASK_COLUMN])} FROM {r.cumulative} WHERE "
-        keys += f"{q(MASK_COLUMN)} IS NOT NULL AND "
     return read_parts(
         r.opts,
         r.columns,
         r.select(r.snapshot, anchors) if anchors else None,
         select(r, parts),
-        keys + _where(r, parts),
+        keys_sql(r.opts.merge_keys, r.cumulative, mask, _where(r, parts)),
         mask,
     )
+
+
+def keys_sql(keys: Sequence[str], source: str, mask: str | None, where: str = "") -> str:
+    """`read_parts`' `keys_sql` from C rows `source` (with the mask column when `mask`): each
+    key, or with `mask` the first key of each block with the block's mask."""
+    conds = [f"{q(MASK_COLUMN)} IS NOT NULL"] if mask else []
+    conds += [where] if where else []
+    selected = cols_sql([*keys, MASK_COLUMN] if mask else keys) or "1"
+    return f"SELECT {selected} FROM {source}" + (" WHERE " + " AND ".join(conds) if conds else "")
 
 
 def columns(r: Renderer) -> list[tuple[str, str]]:

@@ -370,13 +370,10 @@ class Renderer:
         if served:
             mask = mask_key(self.opts, self.types)
             c_side = side(self.cumulative, "cumulative", stamped=True)
-            keys = f"SELECT {cols_sql(opts.merge_keys) or '1'} FROM ({c_side}) __c"
-            if mask:
-                with_mask = side(self.cumulative, "cumulative", True, f", __b.{q(MASK_COLUMN)}")
-                keys = (
-                    f"SELECT {cols_sql([*opts.merge_keys, MASK_COLUMN])} FROM ({with_mask}) "
-                    f"__c WHERE {q(MASK_COLUMN)} IS NOT NULL"
-                )
+            with_mask = side(self.cumulative, "cumulative", True, f", __b.{q(MASK_COLUMN)}")
+            keys = cumulative_sql.keys_sql(
+                opts.merge_keys, f"({with_mask if mask else c_side}) __c", mask
+            )
             parts += cumulative_sql.read_parts(
                 opts, self.columns + targets, side(self.snapshot, "anchor"), c_side, keys, mask
             )
