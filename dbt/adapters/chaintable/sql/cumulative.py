@@ -17,7 +17,7 @@ from dbt.adapters.chaintable.cumulative import (
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import ReadPlan, Values
 from dbt.adapters.chaintable.sql import statements
-from dbt.adapters.chaintable.sql.merge import ANCHOR, Types, _merge, is_retract
+from dbt.adapters.chaintable.sql.merge import ANCHOR, Types, _merge, _pick_one, is_retract
 from dbt.adapters.chaintable.sql.quoting import cols_sql, literal, q, spec_sql
 from dbt.adapters.chaintable.sql.stage import sequence_ordinal
 
@@ -40,6 +40,7 @@ def build_sql(
     state_sql: str | None,
     anchor_sql: str | None,
     types: Types = None,
+    cluster: Sequence[str] = (),
 ) -> str:
     """The cumulative delta of a day: every key of `delta_sql` (raw delta rows) or of
     `state_sql` (the previous day's cumulative rows, each a key's merged state or tombstone)
@@ -56,13 +57,20 @@ def build_sql(
 
     State rows whose key the deltas do not have are passed through as they are (an anti join
     against the deltas' keys, broadcast): only the changed keys are ranked, not the whole state
-    (the state grows with the chain, the day's changes do not)."""
+    (the state grows with the chain, the day's changes do not).
+    With `cluster` (deduplicate and first-row; see merge._ranked) every state row is ranked
+    instead, in the window the caller's mask window shares (one shuffle of the day's rows, not
+    two, and no joins of the state; measured on the benchmark's day-14 build: 1.16 -> 0.66 s at
+    2M rows, 1.74 -> 1.45 s at 10M)."""
     keys = list(opts.merge_keys)
     pick_one = opts.merge_engine in ("deduplicate", "first-row")
+    assert pick_one or not cluster, "only a pick-one merge gives a state row alone back as is"
     inputs = [f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e"]
     touched = _distinct_keys(keys, delta_sql)  # the day's changed keys
     passed = None
-    if state_sql is not None:
+    if state_sql is not None and cluster:
+        inputs.append(f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({state_sql}) __s")
+    elif state_sql is not None:
         on = _on(keys, "__s", "__t")
         passed = (
             f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
@@ -97,15 +105,11 @@ def build_sql(
             f"FROM ({anchor_sql}) __a LEFT SEMI JOIN {lookup} __t "
             f"ON {_on(keys, '__a', '__t')}"
         )
-    merged = _merge(
-        opts,
-        columns,
-        " UNION ALL ".join(inputs),
-        keys,
-        types,
-        keep_deletes=True,
-        drop_anchor=pick_one,
-    )
+    union = " UNION ALL ".join(inputs)
+    if cluster:
+        merged = _pick_one(opts, columns, union, keys, True, drop_anchor=True, cluster=cluster)
+    else:
+        merged = _merge(opts, columns, union, keys, types, keep_deletes=True, drop_anchor=pick_one)
     return merged if passed is None else f"{passed} UNION ALL {merged}"
 
 
@@ -252,6 +256,9 @@ def build(
         for b in builds
         if b.plan.anchor is not None and b.plan.group not in anchorless
     ]
+    mask = _mask(r)
+    # the mask window's partition: the group and the block of the key
+    blocks = [*(q(g) for g in r.opts.group_keys), block(q(mask))] if mask else []
     body = build_sql(
         r.opts,
         r.columns,
@@ -259,6 +266,7 @@ def build(
         select(r, states) if states else None,
         r.select(r.snapshot, anchors) if anchors and with_anchor else None,
         types=r.types,
+        cluster=blocks if r.opts.merge_engine in ("deduplicate", "first-row") else (),
     )
     if r.opts.group_keys:
         cases = " ".join(
@@ -272,13 +280,12 @@ def build(
     # by name: columns a schema change adds come after the mask column
     names = cols_sql([*r.data_columns, MASK_COLUMN, *r.opts.partition_by, STAMP_COLUMN])
     data, parts_of = cols_sql(r.data_columns), r.relabel(chain, r.opts.partition_by)
-    mask = _mask(r)
     if mask is None:
         rows, source = f"{data}, CAST(NULL AS BIGINT)", f"({body}) __b"
     else:
         # the first key of each block carries the block's mask (mask_key); one window over
         # the day's rows
-        window = f"PARTITION BY {', '.join([*(q(g) for g in r.opts.group_keys), block(q(mask))])}"
+        window = f"PARTITION BY {', '.join(blocks)}"
         rows = f"{data}, CASE WHEN {q(mask)} = __first THEN __mask END"
         source = (
             f"(SELECT *, bit_or({bit(q(mask))}) OVER ({window}) AS __mask, "

@@ -191,11 +191,20 @@ def _ranked(
     source_sql: str,
     keys: Sequence[str],
     latest_first: bool,
+    cluster: Sequence[str] = (),
 ) -> str:
+    """`cluster` (SQL expressions the keys determine): the rows are shuffled by them and the
+    window partitioned by them and the keys, so that a caller's window over `cluster` needs no
+    second shuffle nor sort."""
     order = ", ".join(order_terms(opts, descending=latest_first))
+    source = _prepared(opts, columns, source_sql)
+    by = _keys(keys)
+    if cluster:
+        source = f"SELECT * FROM ({source}) __q DISTRIBUTE BY {', '.join(cluster)}"
+        by = ", ".join([*cluster, *(q(k) for k in keys if q(k) not in cluster)])
     return (
-        f"SELECT *, row_number() OVER (PARTITION BY {_keys(keys)} ORDER BY {order}) AS {ORD} "
-        f"FROM ({_prepared(opts, columns, source_sql)}) __p"
+        f"SELECT *, row_number() OVER (PARTITION BY {by} ORDER BY {order}) AS {ORD} "
+        f"FROM ({source}) __p"
     )
 
 
@@ -207,13 +216,14 @@ def _pick_one(
     keys: Sequence[str],
     keep_deletes: bool = False,
     drop_anchor: bool = False,
+    cluster: Sequence[str] = (),
 ) -> str:
     """deduplicate: the latest row, dropped when it is a -U/-D (kept with `keep_deletes`).
     first-row: the earliest row (its -U/-D were dropped in `_prepared`).
     `drop_anchor`: no row for a key whose anchor row wins (the cumulative delta's build, where
-    the anchor rows are stand-ins holding only what ranks them)."""
+    the anchor rows are stand-ins holding only what ranks them). `cluster`: see `_ranked`."""
     latest = opts.merge_engine != "first-row"
-    ranked = _ranked(opts, columns, source_sql, keys, latest_first=latest)
+    ranked = _ranked(opts, columns, source_sql, keys, latest_first=latest, cluster=cluster)
     keep = f"{ORD} = 1" + (f" AND NOT {RETRACT}" if latest and not keep_deletes else "")
     keep += f" AND NOT {ANCHOR}" if drop_anchor else ""
     return f"SELECT {cols_sql(columns)} FROM ({ranked}) __r WHERE {keep}"
