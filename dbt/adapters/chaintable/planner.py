@@ -264,15 +264,9 @@ class ChainState:
         and the view's text stays bounded)."""
         inside = {p.chain[0] for p in mapped}
         firsts = inside | {self.split(p)[1][0] for p in self.snapshots | self.deltas}
-        kind = (self.chain_types or ("string",))[0]
-
-        def order(value: str) -> tuple[bool, Any]:
-            typed = _typed(value, kind)
-            return isinstance(typed, str), typed  # a value that is not a number sorts apart
-
         runs: list[list[str]] = []
         last_inside = False
-        for value in sorted(firsts, key=order):
+        for value in sorted(firsts, key=lambda v: self.sort_key((v,))):
             if value in inside and last_inside:
                 runs[-1][1] = value
             elif value in inside:

@@ -58,13 +58,14 @@ def build_sql(
     State rows whose key the deltas do not have are passed through as they are (an anti join
     against the deltas' keys, broadcast): only the changed keys are ranked, not the whole state
     (the state grows with the chain, the day's changes do not).
-    With `cluster` (deduplicate and first-row; see merge._ranked) every state row is ranked
-    instead, in the window the caller's mask window shares (one shuffle of the day's rows, not
-    two, and no joins of the state; measured on the benchmark's day-14 build: 1.16 -> 0.66 s at
-    2M rows, 1.74 -> 1.45 s at 10M)."""
+    `cluster`: the partition of the caller's window over the result (the mask window). For
+    deduplicate and first-row every state row is then ranked instead, in a window that shares
+    its shuffle (see merge._ranked: one shuffle of the day's rows, not two, and no joins of the
+    state; measured on the benchmark's day-14 build: 1.16 -> 0.66 s at 2M rows, 1.74 -> 1.45 s
+    at 10M). Other engines ignore it: only a pick-one merge gives a state row alone back."""
     keys = list(opts.merge_keys)
     pick_one = opts.merge_engine in ("deduplicate", "first-row")
-    assert pick_one or not cluster, "only a pick-one merge gives a state row alone back as is"
+    cluster = cluster if pick_one else ()
     inputs = [f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e"]
     touched = _distinct_keys(keys, delta_sql)  # the day's changed keys
     passed = None
@@ -266,7 +267,7 @@ def build(
         select(r, states) if states else None,
         r.select(r.snapshot, anchors) if anchors and with_anchor else None,
         types=r.types,
-        cluster=blocks if r.opts.merge_engine in ("deduplicate", "first-row") else (),
+        cluster=blocks,
     )
     if r.opts.group_keys:
         cases = " ".join(

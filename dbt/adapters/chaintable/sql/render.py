@@ -370,10 +370,11 @@ class Renderer:
         if served:
             mask = mask_key(self.opts, self.types)
             c_side = side(self.cumulative, "cumulative", stamped=True)
-            with_mask = side(self.cumulative, "cumulative", True, f", __b.{q(MASK_COLUMN)}")
-            keys = cumulative_sql.keys_sql(
-                opts.merge_keys, f"({with_mask if mask else c_side}) __c", mask
-            )
+            if mask:  # the C rows with their mask column
+                keyed = side(self.cumulative, "cumulative", True, f", __b.{q(MASK_COLUMN)}")
+            else:
+                keyed = c_side
+            keys = cumulative_sql.keys_sql(opts.merge_keys, f"({keyed}) __c", mask)
             parts += cumulative_sql.read_parts(
                 opts, self.columns + targets, side(self.snapshot, "anchor"), c_side, keys, mask
             )
