@@ -34,6 +34,26 @@ def weekly(days, groups=10):
     return ChainState.build(GROUPED, snaps, deltas, {"dt": "string"})
 
 
+def stored_hours():
+    """Hours 0 and 10 of one day stored, the others deltas (an integral hour key)."""
+    return ChainState.build(
+        HOURLY,
+        [("20250101", "0"), ("20250101", "10")],
+        [("20250101", str(h)) for h in range(1, 12)],
+        {"dt": "string", "hour": "int"},
+    )
+
+
+def int_days():
+    """An integral day key: 1 and 10 stored, 2..12 deltas."""
+    return ChainState.build(
+        ChainOptions(partition_by=("d",), chain_keys=("d",), primary_key=("id", "d")),
+        [("1",), ("10",)],
+        [(str(d),) for d in range(2, 13)],
+        {"d": "int"},
+    )
+
+
 def renderer(opts=GROUPED, cols=COLS):
     return Renderer(opts, cols, {"id": "int", "seq": "int"}, "s.t__snapshot", "s.t__delta")
 
@@ -96,23 +116,53 @@ def test_mapped_runs_hold_every_mapped_day_and_no_stored_one():
     )
     _, mapped = one.view_layout(1)
     assert one.mapped_runs(mapped, 8) == [("20250102", "20250105")]
+    assert one.stored_in(one.mapped_runs(mapped, 8))
     # integral chain keys compare as numbers (9 before 10)
-    hourly = ChainState.build(
-        HOURLY,
-        [("20250101", "0"), ("20250101", "10")],
-        [("20250101", str(h)) for h in range(1, 12)],
-        {"dt": "string", "hour": "int"},
-    )
+    hourly = stored_hours()
     _, mapped = hourly.view_layout(1)
     assert hourly.mapped_runs(mapped, 8) == [("20250101", "20250101")]
-    days = ChainState.build(
-        ChainOptions(partition_by=("d",), chain_keys=("d",), primary_key=("id", "d")),
-        [("1",), ("10",)],
-        [(str(d),) for d in range(2, 13)],
-        {"d": "int"},
-    )
+    days = int_days()
     _, mapped = days.view_layout(1)  # 11 is mapped too: past the one literal day kept
     assert days.mapped_runs(mapped, 8) == [("2", "9"), ("11", "11")]
+
+
+def test_stored_partitions_inside_the_mapped_runs():
+    s = weekly(30, groups=2)  # snapshots 0101, 0108, 0115, 0122, 0129
+    _, mapped = s.view_layout(3)
+    assert not s.stored_in(s.mapped_runs(mapped, 8))
+    # the merged oldest run spans the stored 0108 and 0115
+    assert s.stored_in(s.mapped_runs(mapped, 2))
+    assert not s.stored_in([])
+    # a stored hour of a mapped day
+    hourly = stored_hours()
+    _, mapped = hourly.view_layout(1)
+    assert hourly.stored_in(hourly.mapped_runs(mapped, 8))
+    # integral keys compare as numbers: 10 is not between 2 and 9
+    days = int_days()
+    assert not days.stored_in([("2", "9"), ("11", "11")])
+    assert days.stored_in([("2", "11")])
+
+
+def test_without_stored_partitions_in_the_runs_the_view_has_no_anti_join_branch():
+    s = weekly(20, groups=2)
+    layout = s.view_layout(3)
+    runs = s.mapped_runs(layout[1], 4)
+    assert not s.stored_in(runs)
+    sql = renderer().view(layout, MAP, runs=runs, stored_in_runs=False)
+    branches = sql.split("\nUNION ALL\n")
+    cond = (
+        "coalesce((`dt` >= '20250102' AND `dt` <= '20250107') "
+        "OR (`dt` >= '20250109' AND `dt` <= '20250114') "
+        "OR (`dt` >= '20250116' AND `dt` <= '20250117'), false)"
+    )
+    assert f"WHERE NOT {cond}" in branches[0]
+    assert branches[1].split(" FROM ")[0].endswith("'20250118' AS `dt`")  # a literal one
+    assert ") __x ON" not in sql  # no anti join against the mapping's targets
+    assert sql.count("t__chain_map") == sql.split("\nUNION ALL\n")[-1].count("t__chain_map")
+    assert branches[-1].endswith(f"__v WHERE {cond}")
+    with_branch = renderer().view(layout, MAP, runs=runs).split("\nUNION ALL\n")
+    assert len(with_branch) == len(branches) + 1
+    assert with_branch[0] == branches[0]
 
 
 def test_a_stored_day_between_mapped_days_prunes_the_mapped_branch():
@@ -209,6 +259,12 @@ def test_a_mapped_day_the_cumulative_delta_serves_maps_to_its_anchor_and_c_parti
     # the anchor's rows whose key (and target) the C partition holds are left out
     assert "LEFT ANTI JOIN" in read and "__a.`ct__target_dt` = __k.`ct__target_dt`" in read
     assert "\nUNION ALL\n" not in renderer().mapped_read(*MAP)
+    # every target served: the merge on read is left out (no mapping row feeds it)
+    only = renderer().mapped_read(*MAP, served=True, merged=False)
+    assert only.count("\nUNION ALL\n") == 1
+    assert "`ct__branch` = 'snapshot'" not in only and "`ct__branch` = 'delta'" not in only
+    assert "row_number()" not in only
+    assert only.split("\nUNION ALL\n") == read.split("\nUNION ALL\n")[1:]
 
 
 def test_mapped_read_merges_per_target_and_orders_by_source_partition():

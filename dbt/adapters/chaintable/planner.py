@@ -276,6 +276,18 @@ class ChainState:
             runs = [[runs[0][0], runs[-cap][1]], *runs[len(runs) - cap + 1 :]]
         return [(low, high) for low, high in runs]
 
+    def stored_in(self, runs: Sequence[tuple[str, str]]) -> bool:
+        """Whether a snapshot partition's first chain value lies in one of `runs` (a value
+        stored for one group and mapped for another, a stored hour of a mapped day, or a
+        stored day inside the merged oldest run)."""
+        bounds = [(self.sort_key((low,)), self.sort_key((high,))) for low, high in runs]
+        firsts = {self.split(p)[1][0] for p in self.snapshots}
+        return any(
+            low <= key <= high
+            for key in (self.sort_key((v,)) for v in firsts)
+            for low, high in bounds
+        )
+
     # ---- partition specs ---------------------------------------------------------------------
     def resolve_spec(self, spec: Mapping[str, str]) -> tuple[Values, list[Values]]:
         """A partition spec -> (chain values, matching known groups). The spec must name every

@@ -99,9 +99,10 @@ class ViewWriter:
             elif MAP_STAMP not in {c.lower() for c, _ in self.catalog.describe(loaded.tables.cmap)}:
                 self.run(renderer.map_add_stamp(cmap))  # created before it had the column
             self.run(renderer.map_insert(cmap, version, mapped, serving))
+        runs = state.mapped_runs(mapped, MAPPED_RUNS)
         self._replace(
             loaded.tables.view,
-            renderer.view(layout, (cmap, version), serving, state.mapped_runs(mapped, MAPPED_RUNS)),
+            renderer.view(layout, (cmap, version), serving, runs, state.stored_in(runs)),
             view_exists,
         )
         if reuse:
