@@ -17,6 +17,8 @@ import uuid
 import servers
 from conftest import Project
 
+from dbt.adapters.chaintable.catalog import READER_GRACE_ENV
+
 MODEL = """
 {{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
           chain_partition_keys=['dt'], primary_key=['id', 'region', 'dt'],
@@ -129,7 +131,10 @@ def state_of(p):
     return {k: normalized(v) for k, v in p.full_state(cols="region, id, amount, note").items()}
 
 
-def test_thrift_gives_the_same_rows_as_session(project, thrift_server, tmp_path):
+def test_thrift_gives_the_same_rows_as_session(project, thrift_server, tmp_path, monkeypatch):
+    # no reader of another session here: deletions need not wait the default 15 s for one
+    # (tests/functional/test_shared_server.py tests the grace with readers)
+    monkeypatch.setenv(READER_GRACE_ENV, "1")
     local = project
     remote = ThriftProject(tmp_path / "thrift_proj", thrift_server, "r_" + uuid.uuid4().hex[:8])
     remote.sql(f"CREATE DATABASE {remote.schema}")
