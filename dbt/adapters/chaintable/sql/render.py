@@ -232,13 +232,13 @@ class Renderer:
             # anti join at planning time (`dt = X AND dt >= L AND dt <= H` folds to false), so
             # it reads the snapshot as it is
             upto = self.in_runs(runs or [(mapped[0].chain[0], max_first(mapped))])
-            keys = list(self.opts.group_keys) + [target_col(k) for k in self.opts.chain_keys]
-            on = " AND ".join(
-                [f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys]
-                + [f"__s.{q(k)} = __x.{q(target_col(k))}" for k in self.opts.chain_keys]
-            )
             branches = [snapshot(f"NOT {upto}", not_own)]
             if stored_in_runs:
+                keys = list(self.opts.group_keys) + [target_col(k) for k in self.opts.chain_keys]
+                on = " AND ".join(
+                    [f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys]
+                    + [f"__s.{q(k)} = __x.{q(target_col(k))}" for k in self.opts.chain_keys]
+                )
                 branches.append(
                     f"SELECT {cols_sql(self.columns, '__s')} FROM ({snapshot(upto, not_own)}) "
                     f"__s LEFT ANTI JOIN (SELECT DISTINCT {cols_sql(keys)} FROM "
