@@ -136,6 +136,49 @@ def test_crash_at_each_step_of_a_new_day(grouped, monkeypatch, point):
     assert orphan_files(p, "t__delta") == []
 
 
+@pytest.mark.parametrize("point", ["run.staged", "publish.first"])
+def test_crash_rewriting_the_one_partition_of_a_stage_without_partitions(
+    project, monkeypatch, point
+):
+    """chain_partition names every partition column: the run stages its one partition without
+    partitions and publishes the stage's directory as that partition. A crash before the
+    switch leaves the day as before and the rerun deletes the unpublished directory; a crash
+    after it leaves the day as after, and the rerun keeps the published directory (the stage
+    table still names it) and deletes the one switched away from."""
+    p = project
+    rows = [(1, "a", "20250801"), (2, "b", "20250801"), (1, "a2", "20250802")]
+    p.table("changes", "id int, v string, dt string", rows)
+    p.model(
+        "t",
+        """
+        {{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
+                  chain_partition_keys=['dt'], chain_partition={'dt': var('dt')}) }}
+        select id, v, dt from {{ target.schema }}.changes where dt = '{{ var("dt") }}'
+        """,
+    )
+    p.dbt("run", vars={"dt": "20250801"})
+    p.dbt("run", vars={"dt": "20250802"})
+    before = full(p)
+    assert before["dt=20250802"] == [(1, "a2"), (2, "b")]
+    p.spark.sql(
+        f"INSERT OVERWRITE TABLE {p.schema}.changes SELECT * FROM VALUES (1, 'a', '20250801'), "
+        "(2, 'b', '20250801'), (2, 'B2', '20250802') AS v(id, v, dt)"
+    )
+    after = {**before, "dt=20250802": [(1, "a"), (2, "B2")]}
+    monkeypatch.setenv("CHAINTABLE_FAILPOINT", point)
+    p.dbt("run", vars={"dt": "20250802"}, expect_ok=False)
+    monkeypatch.delenv("CHAINTABLE_FAILPOINT")
+    assert scratch_tables(p) == ["t__chain_lock", "t__chain_stage"]
+    assert full(p) == (before if point == "run.staged" else after)
+    p.dbt("run", vars={"dt": "20250802"})
+    assert "breaking the lock" in p.log_text()
+    assert full(p) == after
+    assert scratch_tables(p) == []
+    assert orphan_files(p, "t__delta") == []
+    delta_dir = location(p, "t__delta", " PARTITION (dt = '20250802')")
+    assert "/_chain_v/" in delta_dir and not delta_dir.rstrip("/").endswith("dt=20250802")
+
+
 @pytest.mark.parametrize(
     "point", ["cumulative.unserved", "publish.first", "publish.done", "cumulative.built"]
 )

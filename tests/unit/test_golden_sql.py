@@ -205,3 +205,22 @@ def test_first_run_creates_both_branches_under_location_root():
     }
     assert model_run(conns, adapter, rel, config, False) == "OK: 1 snapshot partition(s)"
     check("first_run", conns.statements)
+
+
+def test_delta_run_of_one_partition_stages_it_without_partitions_and_publishes_its_directory():
+    conns, adapter, rel = setup()
+    conns.answer("count_if(", [("US", "20250105", 2, 2, 0, 0, 0, False, 7, 0)])
+    spec = {"region": "US", "dt": "20250105"}
+    msg = model_run(conns, adapter, rel, {**CONFIG, "chain_partition": spec}, True)
+    assert msg == "OK: 1 delta partition(s)"
+    check("delta_run_one_partition", conns.statements)
+    stage = "file:/warehouse/s.db/t__delta/_chain_v/RUN0001"
+    create = next(s for s in conns.statements if s.startswith("CREATE TABLE s.t__chain_stage"))
+    assert "PARTITIONED BY" not in create
+    assert f"LOCATION '{stage}'" in create
+    assert "'chaintable.stage.partition' = 'region=US/dt=20250105'" in create
+    assert (
+        "ALTER TABLE s.t__delta ADD PARTITION (`region` = 'US', `dt` = '20250105') "
+        f"LOCATION '{stage}'"
+    ) in conns.statements
+    assert not [s for s in conns.statements if "t__chain_stage PARTITION" in s]

@@ -43,7 +43,7 @@ GC_SUFFIX = "__chain_gc"
 LOCK_SUFFIX = "__chain_lock"
 MAP_SUFFIX = "__chain_map"
 CUMULATIVE_SUFFIX = "__cumulative"
-SCRATCH_PATTERN = "__chain_*"  # every scratch relation's suffix starts so
+CHAIN_PATTERN = "__*"  # every table of a chain `t` is named `t__...`
 
 
 def name_of(relation: BaseRelation) -> str:
@@ -117,6 +117,8 @@ class Loaded:
     deltas: tuple[Values, ...]
     # partitions of the cumulative delta (values + stamp); None: the table does not exist
     cumulative: tuple[Values, ...] | None = None
+    # whether the mapping table t__chain_map exists, when a listing said so (None: not known)
+    cmap_exists: bool | None = None
 
     @property
     def layout(self) -> Layout:
@@ -296,10 +298,12 @@ class Catalog:
     def partitions(self, relation: Any, partition_by: Sequence[str]) -> list[Values]:
         return [parse_partition_path(p, partition_by) for p in self.partition_paths(relation)]
 
-    def partition_versions(self, relation: BaseRelation) -> list[str] | None:
+    def partition_versions(
+        self, relation: BaseRelation, exists: bool | None = None
+    ) -> list[str] | None:
         """The values of a one-column partitioned table's partitions (the mapping table's
-        versions), None when it does not exist."""
-        if not self.exists(relation):  # asked first: see cumulative_partitions
+        versions), None when it does not exist (`exists`: when a listing already said)."""
+        if not (self.exists(relation) if exists is None else exists):  # see cumulative_partitions
             return None
         return [p.split("=", 1)[1] for p in self.partition_paths(relation)]
 
@@ -333,18 +337,15 @@ class Catalog:
     # ---- a chain table ------------------------------------------------------------------------
     def load(self, relation: BaseRelation) -> Loaded:
         tables = ChainTables.of(relation)
-        snapshot, cumulative = name_of(tables.snapshot), name_of(tables.cumulative)
-        names = self.names_like(schema_of(tables.snapshot), f"{snapshot}|{cumulative}")
-        if snapshot.lower() not in names:
+        wanted = (tables.snapshot, tables.cumulative, tables.cmap)
+        names = self.names_like(schema_of(tables.snapshot), "|".join(map(name_of, wanted)))
+        if name_of(tables.snapshot).lower() not in names:
             raise ChainConfigError(
                 f"'{relation}' is not a chain table: {tables.snapshot} does not exist "
                 "(run the chain_incremental model first)"
             )
         return self.loaded(
-            tables,
-            self.properties(tables.snapshot),
-            self.describe(tables.snapshot),
-            cumulative_exists=cumulative.lower() in names,
+            tables, self.properties(tables.snapshot), self.describe(tables.snapshot), names
         )
 
     def loaded(
@@ -352,11 +353,16 @@ class Catalog:
         tables: ChainTables,
         props: Mapping[str, str],
         columns: Sequence[tuple[str, str]],
-        cumulative_exists: bool | None = None,
+        names: frozenset[str] | set[str] | None = None,
     ) -> Loaded:
         """The chain's state from its properties and columns (already read) and both branches'
-        partitions (listed now). `cumulative_exists`: whether the cumulative delta's table
-        exists, when a listing already said so."""
+        partitions (listed now). `names`: the lower-case names of the chain's tables, when a
+        listing under the lock already gave them (whether the cumulative delta and the mapping
+        table exist); else asked."""
+
+        def listed(rel: BaseRelation) -> bool | None:
+            return None if names is None else name_of(rel).lower() in names
+
         opts = ChainOptions.from_properties(str(tables.snapshot), props)
         return Loaded(
             tables,
@@ -365,7 +371,8 @@ class Catalog:
             dict(props),
             tuple(self.partitions(tables.snapshot, opts.partition_by)),
             tuple(self.partitions(tables.delta, opts.partition_by)),
-            self.cumulative_partitions(tables, opts, cumulative_exists),
+            self.cumulative_partitions(tables, opts, listed(tables.cumulative)),
+            cmap_exists=listed(tables.cmap),
         )
 
     def cumulative_partitions(

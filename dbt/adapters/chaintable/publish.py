@@ -13,7 +13,7 @@ from dbt.adapters.base.relation import BaseRelation
 
 from dbt.adapters.chaintable import safety
 from dbt.adapters.chaintable.catalog import (
-    SCRATCH_PATTERN,
+    CHAIN_PATTERN,
     Catalog,
     ChainTables,
     Loaded,
@@ -45,16 +45,18 @@ class Publisher:
 
     # ---- the lock -----------------------------------------------------------------------------
     @contextmanager
-    def locked(self, tables: ChainTables, operation: str) -> Iterator[None]:
+    def locked(self, tables: ChainTables, operation: str) -> Iterator[frozenset[str] | None]:
+        """Hold the chain's lock for `operation`. Yields the lower-case names of the chain's
+        tables (`t__*`) as the recovery listed them under the lock, so the holder need not list
+        them again; None when this invocation already held the lock."""
         key, me = str(tables.lock), safety.Owner.me()
         if self._held.get(key) == me.invocation:
-            yield
+            yield None
             return
         self._acquire(tables, operation, me)
         self._held[key] = me.invocation
         try:
-            self.recover(tables)
-            yield
+            yield self.recover(tables)
         except safety.SimulatedCrash:
             self._held.pop(key, None)
             raise
@@ -96,11 +98,12 @@ class Publisher:
                 self.run(S.drop_view(str(tables.lock)))
 
     # ---- recovery -----------------------------------------------------------------------------
-    def recover(self, tables: ChainTables) -> None:
+    def recover(self, tables: ChainTables) -> frozenset[str]:
         """Remove what an unfinished write left: its scratch tables and every directory of theirs
-        that no partition of the branches references. Referenced ones were published: keep."""
+        that no partition of the branches references. Referenced ones were published: keep.
+        Returns the lower-case names of the chain's tables but the scratch ones it dropped."""
         present = self.catalog.names_like(
-            schema_of(tables.view), name_of(tables.view) + SCRATCH_PATTERN
+            schema_of(tables.view), name_of(tables.view) + CHAIN_PATTERN
         )
         garbage: list[str] = []
         for rel in (tables.stage, tables.pub):
@@ -109,18 +112,28 @@ class Publisher:
             props = self.catalog.properties(rel)
             target = props.get(safety.P_TARGET)
             if target:
-                garbage += self._unpublished(rel, target)
+                garbage += self._unpublished(rel, target, props.get(safety.P_PARTITION))
                 garbage += self._switched_away(
                     target, json.loads(props.get(safety.P_REPLACES, "{}"))
                 )
             self.run(S.drop_table(str(rel)))
         if garbage or name_of(tables.gc).lower() in present:
             self.gc(tables, garbage)
+        scratch = {name_of(r).lower() for r in (tables.stage, tables.pub, tables.gc)}
+        return frozenset(present - scratch)
 
-    def _unpublished(self, rel: BaseRelation, target: str) -> list[str]:
-        """Directories of a leftover staging table that its target does not reference."""
+    def _unpublished(self, rel: BaseRelation, target: str, single: str | None) -> list[str]:
+        """Directories of a leftover staging table that its target does not reference.
+        `single`: the one partition (path) a stage without partitions holds."""
         cat = self.catalog
         root = cat.location(rel)
+        if single is not None:  # its directory is that partition's once published
+            cols = _columns_of(single)
+            published = (
+                single in set(cat.partition_paths(target))
+                and cat.partition_location(target, cols, parse_partition_path(single, cols)) == root
+            )
+            return [] if published else [root]
         parts = cat.partition_paths(rel)
         cols = _columns_of(parts[0]) if parts else []
         target_parts = set(cat.partition_paths(target))
@@ -230,10 +243,13 @@ class Publisher:
         partition_by: Sequence[str],
         parts: Sequence[Values],
         existing: Sequence[Values],
+        directories: Mapping[Values, str] | None = None,
     ) -> None:
-        """Switch each partition of `target` to its new directory in `source`: one metastore
+        """Switch each partition of `target` to its new directory in `source` (`directories`
+        names those known without asking, a stage without partitions): one metastore
         operation per partition (atomic for readers). Old directories are deleted afterwards."""
         cat, have = self.catalog, set(existing)
+        known = dict(directories or {})
         replaced = {
             format_partition(partition_by, part): cat.partition_location(target, partition_by, part)
             for part in parts
@@ -243,7 +259,7 @@ class Publisher:
             cat.set_properties(source, {safety.P_REPLACES: json.dumps(replaced)})
         added, old_dirs = [], []
         for part in parts:
-            new_dir = cat.partition_location(source, partition_by, part)
+            new_dir = known.get(part) or cat.partition_location(source, partition_by, part)
             if part in have:
                 old_dirs.append(replaced[format_partition(partition_by, part)])
                 self.run(S.set_partition_location(str(target), partition_by, part, new_dir))

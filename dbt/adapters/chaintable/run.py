@@ -33,7 +33,7 @@ from dbt.adapters.chaintable.options import (
     ChainOptions,
     dropped_options,
 )
-from dbt.adapters.chaintable.planner import ChainState, Values
+from dbt.adapters.chaintable.planner import ChainState, Values, format_partition
 from dbt.adapters.chaintable.progress import Stopwatch
 from dbt.adapters.chaintable.publish import Publisher
 from dbt.adapters.chaintable.runner import logger
@@ -87,6 +87,14 @@ class Stage:
     run_id: str = ""
     location: str = ""
     provider: str = "parquet"
+    # a run that can write one partition only (chain_partition gives every partition column)
+    # stages it without partitions: its directory is the partition's, published as it is (a
+    # partitioned stage costs a partition in the metastore to create, describe and drop)
+    partition: Values | None = None
+
+    @property
+    def directory(self) -> str:
+        return safety.version_location(self.location, self.run_id)
 
 
 @dataclass(frozen=True)
@@ -180,17 +188,6 @@ class RunFlow:
                 f"{len(loaded.snapshots)} snapshot and {len(loaded.deltas)} delta "
                 "partitions"
             )
-        if exists and not full_refresh:
-            stored = ChainOptions.from_properties(
-                str(tables.snapshot), self.catalog.properties(tables.snapshot)
-            )
-            changed = settings.opts.structural_differences(stored)
-            if changed:
-                desc = "; ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
-                raise ChainConfigError(
-                    f"chain_incremental model '{model}': {desc} changes how stored partitions "
-                    "are read; run with --full-refresh to rebuild the chain table"
-                )
         current = existing()
         if current is not None and not current.is_view:
             if not full_refresh:
@@ -229,10 +226,11 @@ class RunFlow:
         """The whole run under the table's lock: stage the model's rows, check them, publish
         them partition by partition, then invalidate, refresh the view and expire."""
         clock = Stopwatch()
-        with self.publisher.locked(run.tables, f"run of model '{run.model}'"):
+        with self.publisher.locked(run.tables, f"run of model '{run.model}'") as names:
+            stored = self._stored_properties(run)
             stage = self._stage(run, compiled_code)
             safety.failpoint("run.staged")
-            plan = self._plan(run)
+            plan = self._plan(run, stored, names)
             if run.publishes:
                 plan = replace(
                     plan,
@@ -247,6 +245,22 @@ class RunFlow:
             compacted = self._maintain(run, loaded)
         return f"OK: {len(plan.written)} {run.branch} partition(s)" + compacted
 
+    def _stored_properties(self, run: ChainRun) -> dict[str, str]:
+        """The snapshot branch's properties, read under the lock (current), before the model's
+        rows are staged: a config change of how stored partitions are read is refused first."""
+        if not run.publishes:
+            return {}
+        props = self.catalog.properties(run.tables.snapshot)
+        stored = ChainOptions.from_properties(str(run.tables.snapshot), props)
+        changed = run.opts.structural_differences(stored)
+        if changed:
+            desc = "; ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
+            raise ChainConfigError(
+                f"chain_incremental model '{run.model}': {desc} changes how stored partitions "
+                "are read; run with --full-refresh to rebuild the chain table"
+            )
+        return props
+
     def _create(
         self,
         run: ChainRun,
@@ -256,12 +270,13 @@ class RunFlow:
         location: str | None = None,
         as_select: str | None = None,
         provider: str | None = None,
+        partition_by: Sequence[str] | None = None,
     ) -> str:
         s = run.settings
         return S.create_table(
             str(rel),
             cols,
-            s.opts.partition_by,
+            s.opts.partition_by if partition_by is None else partition_by,
             {**s.tblproperties, **props},
             file_format=provider or s.file_format,
             location=location or s.location_of(name_of(rel)),
@@ -282,23 +297,47 @@ class RunFlow:
             self.run(S.create_scratch_as(str(run.tables.stage), compiled_code))
             return Stage()
         info = self.catalog.formatted(run.target)
-        stage = Stage(safety.new_run_id(), info["Location"], info.get("Provider", "parquet"))
+        provider = info.get("Provider", "parquet")
+        single = self._single_partition(run, provider)
+        stage = Stage(safety.new_run_id(), info["Location"], provider, single)
+        props = {safety.P_TARGET: str(run.target)}
+        if single is not None:
+            props[safety.P_PARTITION] = format_partition(run.opts.partition_by, single)
         self.run(
             self._create(
                 run,
                 run.tables.stage,
                 [],
-                {safety.P_TARGET: str(run.target)},
-                location=safety.version_location(stage.location, stage.run_id),
+                props,
+                location=stage.directory,
                 as_select=compiled_code,
-                provider=stage.provider,
+                provider=provider,
+                partition_by=() if single is not None else None,
             )
         )
         return stage
 
-    def _plan(self, run: ChainRun) -> WritePlan:
+    @staticmethod
+    def _single_partition(run: ChainRun, provider: str) -> Values | None:
+        """The one partition a run can write, when chain_partition gives every partition
+        column and the stage is published as it is (no merge of a snapshot write) in a format
+        that reads columns by name; else None (a stage partitioned like its target)."""
+        spec, opts = run.settings.chain_partition, run.opts
+        if not spec or any(c not in spec for c in opts.partition_by):
+            return None
+        if run.branch == "snapshot" and snapshot_write_needs_merge(opts):
+            return None
+        if provider.lower() not in safety.BY_NAME_FORMATS:
+            return None
+        return tuple(str(spec[c]) for c in opts.partition_by)
+
+    def _plan(
+        self, run: ChainRun, stored: Mapping[str, str], names: frozenset[str] | None
+    ) -> WritePlan:
         """Check the staged rows (refused: nothing published), create the branches on a first
-        run, and decide the partitions this run writes (the model's and the empty ones)."""
+        run, and decide the partitions this run writes (the model's and the empty ones).
+        `stored`: the snapshot branch's properties read under the lock; `names`: the chain's
+        tables as the lock's recovery listed them."""
         tables, opts, cat = run.tables, run.opts, self.catalog
         stage_cols = cat.describe(tables.stage)
         staged, lowest = checks.check_stage(cat, run.settings, str(tables.stage), stage_cols)
@@ -330,13 +369,14 @@ class RunFlow:
             if added:
                 # the cumulative delta too: the view reads it until it is refreshed
                 for rel in (tables.snapshot, tables.delta, tables.cumulative):
-                    if rel is not tables.cumulative or cat.exists(rel):
+                    if rel is not tables.cumulative or (
+                        cat.exists(rel) if names is None else name_of(rel).lower() in names
+                    ):
                         self.run(S.add_columns(str(rel), added))
                 added_at = time.monotonic()
                 stored_cols = cat.describe(tables.snapshot)
             if message:
                 logger.info(message)
-            stored = cat.properties(tables.snapshot)  # under the lock: current
             if any(stored.get(k) != v for k, v in props.items()):  # a config option changed
                 for rel in (tables.snapshot, tables.delta):
                     cat.set_properties(rel, props)
@@ -344,9 +384,9 @@ class RunFlow:
             if dropped:
                 for rel in (tables.snapshot, tables.delta):
                     self.run(S.unset_properties(str(rel), dropped))
-                stored = {k: v for k, v in stored.items() if k not in dropped}
+            kept = {k: v for k, v in stored.items() if k not in dropped}
             # the catalog as it now is, from what this run read and wrote: no second listing
-            loaded = cat.loaded(tables, {**stored, **props}, stored_cols)
+            loaded = cat.loaded(tables, {**kept, **props}, stored_cols, names)
         state = loaded.state()
         if run.branch == "delta":
             early = [p for p in staged if state.before_history(p, loaded.history())]
@@ -403,6 +443,20 @@ class RunFlow:
             str(tables.stage),
             "",
         )
+        if stage.partition is not None:  # its directory is the one partition, rows or none
+            if stage.partition not in plan.written:  # --empty: nothing to publish
+                self.run(S.drop_table(str(tables.stage)))
+                self.publisher.gc(tables, [stage.directory])
+                return True
+            self.publisher.publish(
+                target,
+                tables.stage,
+                opts.partition_by,
+                plan.written,
+                existing=before,
+                directories={stage.partition: stage.directory},
+            )
+            return True
         for part in plan.empties:
             self.run(stage_renderer.empty_partition(str(tables.stage), part))
         self.publisher.publish(

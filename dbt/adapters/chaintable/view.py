@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from dataclasses import replace
 
 from dbt.adapters.base.relation import BaseRelation
 from dbt_common.exceptions import DbtRuntimeError
@@ -83,19 +84,24 @@ class ViewWriter:
         rows = renderer.map_rows(mapped, serving)
         digest = hashlib.sha1("\n".join(rows).encode()).hexdigest()[:16] if mapped else ""
         recorded = (loaded.props.get(P_VIEW_MAP) or "").split()
-        # the mapping table exists while a version is recorded (both are removed together):
-        # list it then, and create it only when none is recorded or it was dropped by hand
-        held = self.catalog.partition_versions(loaded.tables.cmap) if mapped and recorded else None
-        reuse = (
-            bool(mapped)
-            and len(recorded) == 2
-            and recorded[1] == digest
-            and recorded[0] in (held or [])
-        )
+        # the mapping table exists while a version is recorded, and the recorded version's
+        # partition with it (a refresh drops only other versions; both go together otherwise):
+        # a recorded version of the same digest is reused without listing them (a listing
+        # under the lock says whether the table is there: dropped by hand, it is created again)
+        exists = None
+        if mapped and recorded:
+            exists = loaded.cmap_exists
+            if exists is None:
+                exists = self.catalog.exists(loaded.tables.cmap)
+        reuse = bool(exists) and len(recorded) == 2 and recorded[1] == digest
+        held: list[str] | None = None  # the versions the table holds, listed when written
+        if exists and not reuse:
+            held = self.catalog.partition_versions(loaded.tables.cmap, exists=True)
         version = recorded[0] if reuse else (safety.new_run_id() if mapped else "")
         if mapped and not reuse:
             if held is None:
                 self.run(renderer.map_create(cmap))
+                loaded = replace(loaded, cmap_exists=True)
             elif MAP_STAMP not in {c.lower() for c, _ in self.catalog.describe(loaded.tables.cmap)}:
                 self.run(renderer.map_add_stamp(cmap))  # created before it had the column
             self.run(renderer.map_insert(cmap, version, mapped, serving))

@@ -1,10 +1,10 @@
 SHOW TABLES IN s LIKE 't__snapshot|t__delta'
 ;
-SHOW TBLPROPERTIES s.t__snapshot
-;
 CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.operation' = 'run of model \'t\'', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>') AS SELECT 1 AS locked
 ;
-SHOW TABLES IN s LIKE 't__chain_*'
+SHOW TABLES IN s LIKE 't__*'
+;
+SHOW TBLPROPERTIES s.t__snapshot
 ;
 DESCRIBE QUERY SELECT * FROM s.src
 ;
@@ -27,13 +27,9 @@ SELECT `id`, `region`, `dt`, `seq`, count(*) FROM (SELECT `id`, `v`, `op`, `seq`
 ;
 DESCRIBE TABLE s.t__snapshot
 ;
-SHOW TBLPROPERTIES s.t__snapshot
-;
 SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
-;
-SHOW TABLES IN s LIKE 't__cumulative'
 ;
 DESCRIBE FORMATTED s.t__delta PARTITION (`region` = 'CN', `dt` = '20250105')
 ;
@@ -123,7 +119,7 @@ SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` FROM (SELECT `i
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 0f07f9e93424801f')
 ;
-SHOW TABLES IN s LIKE 't__snapshot|t__cumulative'
+SHOW TABLES IN s LIKE 't__snapshot|t__cumulative|t__chain_map'
 ;
 SHOW TBLPROPERTIES s.t__snapshot
 ;

@@ -1,10 +1,10 @@
 SHOW TABLES IN s LIKE 't__snapshot|t__delta'
 ;
-SHOW TBLPROPERTIES s.t__snapshot
-;
 CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.operation' = 'run of model \'t\'', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>') AS SELECT 1 AS locked
 ;
-SHOW TABLES IN s LIKE 't__chain_*'
+SHOW TABLES IN s LIKE 't__*'
+;
+SHOW TBLPROPERTIES s.t__snapshot
 ;
 DESCRIBE QUERY SELECT * FROM s.src
 ;
@@ -25,13 +25,9 @@ SELECT `region`, `dt`, count(*), count(DISTINCT `id`, `region`), count_if(`id` I
 ;
 DESCRIBE TABLE s.t__snapshot
 ;
-SHOW TBLPROPERTIES s.t__snapshot
-;
 SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
-;
-SHOW TABLES IN s LIKE 't__cumulative'
 ;
 INSERT OVERWRITE TABLE s.t__chain_stage PARTITION (`region` = 'US', `dt` = '20250111') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
 ;
@@ -93,7 +89,7 @@ SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` 
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0002 3193c4a484bb7584')
 ;
-SHOW TABLES IN s LIKE 't__snapshot|t__cumulative'
+SHOW TABLES IN s LIKE 't__snapshot|t__cumulative|t__chain_map'
 ;
 SHOW TBLPROPERTIES s.t__snapshot
 ;
@@ -106,8 +102,6 @@ SHOW PARTITIONS s.t__delta
 SHOW PARTITIONS s.t__cumulative
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.history-start' = '{"region=CN":"dt=20250108"}')
-;
-SHOW TABLES IN s LIKE 't__chain_map'
 ;
 SHOW PARTITIONS s.t__chain_map
 ;

@@ -1,8 +1,8 @@
 CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.operation' = 'expire_chain', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>') AS SELECT 1 AS locked
 ;
-SHOW TABLES IN s LIKE 't__chain_*'
+SHOW TABLES IN s LIKE 't__*'
 ;
-SHOW TABLES IN s LIKE 't__snapshot|t__cumulative'
+SHOW TABLES IN s LIKE 't__snapshot|t__cumulative|t__chain_map'
 ;
 SHOW TBLPROPERTIES s.t__snapshot
 ;

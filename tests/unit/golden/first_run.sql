@@ -2,7 +2,7 @@ SHOW TABLES IN s LIKE 't__snapshot|t__delta'
 ;
 CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.operation' = 'run of model \'t\'', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>') AS SELECT 1 AS locked
 ;
-SHOW TABLES IN s LIKE 't__chain_*'
+SHOW TABLES IN s LIKE 't__*'
 ;
 DESCRIBE QUERY SELECT * FROM s.src
 ;
@@ -39,7 +39,7 @@ CLUSTERED BY (`id`) INTO 4 BUCKETS
 LOCATION '/data/my \'lake\'/t__delta'
 TBLPROPERTIES ('chain-table.branch' = 'delta', 'chain-table.chain-partition-keys' = 'dt', 'chain-table.enabled' = 'true', 'chaintable.cumulative-delta' = 'true', 'merge-engine' = 'deduplicate', 'owner' = 'o\'neil', 'partition' = 'region,dt', 'partition.expiration-time' = '30 d', 'partition.timestamp-formatter' = 'yyyyMMdd', 'partition.timestamp-pattern' = '$dt', 'primary-key' = 'id,region,dt', 'rowkind.field' = 'op', 'sequence.field' = 'seq')
 ;
-SHOW TABLES IN s LIKE 't__snapshot|t__cumulative'
+SHOW TABLES IN s LIKE 't__snapshot|t__cumulative|t__chain_map'
 ;
 SHOW TBLPROPERTIES s.t__snapshot
 ;
@@ -52,7 +52,7 @@ SHOW PARTITIONS s.t__delta
 INSERT OVERWRITE TABLE s.t__snapshot PARTITION (`region`, `dt`)
 SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region`, `dt` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__chain_stage) __raw) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __src
 ;
-SHOW TABLES IN s LIKE 't__snapshot|t__cumulative'
+SHOW TABLES IN s LIKE 't__snapshot|t__cumulative|t__chain_map'
 ;
 SHOW TBLPROPERTIES s.t__snapshot
 ;
@@ -71,7 +71,7 @@ SHOW TBLPROPERTIES s.t__chain_stage
 ;
 DROP TABLE IF EXISTS s.t__chain_stage
 ;
-SHOW TABLES IN s LIKE 't__snapshot|t__cumulative'
+SHOW TABLES IN s LIKE 't__snapshot|t__cumulative|t__chain_map'
 ;
 SHOW TBLPROPERTIES s.t__snapshot
 ;

@@ -64,8 +64,9 @@ def create_table(
         f"CREATE TABLE {relation}" + (f" ({cols})" if column_types else ""),
         f"USING {file_format}",
         "OPTIONS ('partitionOverwriteMode' = 'dynamic')",
-        f"PARTITIONED BY ({parts})",
     ]
+    if partition_by:
+        sql.append(f"PARTITIONED BY ({parts})")
     if clustered_by and buckets:
         sql.append(
             f"CLUSTERED BY ({', '.join(q(c) for c in clustered_by)}) INTO {int(buckets)} BUCKETS"
