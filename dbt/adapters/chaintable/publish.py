@@ -124,15 +124,16 @@ class Publisher:
 
     def _unpublished(self, rel: BaseRelation, target: str, single: str | None) -> list[str]:
         """Directories of a leftover staging table that its target does not reference.
-        `single`: the one partition (path) a stage without partitions holds."""
+        `single`: the one partition a stage without partitions holds ({column: value}, JSON),
+        compared by value with the target's partitions as SHOW PARTITIONS prints them (it
+        escapes values and spells columns as the table does)."""
         cat = self.catalog
         root = cat.location(rel)
         if single is not None:  # its directory is that partition's once published
-            cols = _columns_of(single)
-            published = (
-                single in set(cat.partition_paths(target))
-                and cat.partition_location(target, cols, parse_partition_path(single, cols)) == root
-            )
+            spec = json.loads(single)
+            cols, values = list(spec), tuple(str(v) for v in spec.values())
+            listed = {parse_partition_path(p, cols) for p in cat.partition_paths(target)}
+            published = values in listed and cat.partition_location(target, cols, values) == root
             return [] if published else [root]
         parts = cat.partition_paths(rel)
         cols = _columns_of(parts[0]) if parts else []

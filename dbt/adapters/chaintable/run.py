@@ -4,6 +4,7 @@ Each step returns an immutable value the next one reads."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -302,7 +303,9 @@ class RunFlow:
         stage = Stage(safety.new_run_id(), info["Location"], provider, single)
         props = {safety.P_TARGET: str(run.target)}
         if single is not None:
-            props[safety.P_PARTITION] = format_partition(run.opts.partition_by, single)
+            props[safety.P_PARTITION] = json.dumps(
+                dict(zip(run.opts.partition_by, single, strict=True))
+            )
         self.run(
             self._create(
                 run,
@@ -444,6 +447,14 @@ class RunFlow:
             "",
         )
         if stage.partition is not None:  # its directory is the one partition, rows or none
+            other = [p for p in plan.written if p != stage.partition]
+            if other:  # rows the check let in whose value Spark spells otherwise ('05' -> 5)
+                raise ChainConfigError(
+                    f"chain_incremental model '{run.model}': its rows are in partition "
+                    f"{format_partition(opts.partition_by, other[0])}, which chain_partition "
+                    f"{dict(run.settings.chain_partition or {})} spells differently; give "
+                    "chain_partition the value as SHOW PARTITIONS prints it; nothing was written"
+                )
             if stage.partition not in plan.written:  # --empty: nothing to publish
                 self.run(S.drop_table(str(tables.stage)))
                 self.publisher.gc(tables, [stage.directory])

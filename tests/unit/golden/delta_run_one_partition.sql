@@ -14,7 +14,7 @@ CREATE TABLE s.t__chain_stage
 USING parquet
 OPTIONS ('partitionOverwriteMode' = 'dynamic')
 LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001'
-TBLPROPERTIES ('chaintable.stage.partition' = 'region=US/dt=20250105', 'chaintable.stage.target' = 's.t__delta')
+TBLPROPERTIES ('chaintable.stage.partition' = '{"region": "US", "dt": "20250105"}', 'chaintable.stage.target' = 's.t__delta')
 AS
 SELECT * FROM s.src
 ;
