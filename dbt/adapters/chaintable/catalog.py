@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,6 +51,11 @@ def name_of(relation: BaseRelation) -> str:
     if not relation.identifier:
         raise ChainConfigError(f"{relation}: a chain table needs a name")
     return relation.identifier
+
+
+def listed(names: Collection[str] | None, relation: BaseRelation) -> bool | None:
+    """Whether a listing's lower-case `names` hold `relation`; None when there was none."""
+    return None if names is None else name_of(relation).lower() in names
 
 
 def schema_of(relation: BaseRelation) -> str:
@@ -254,7 +259,11 @@ class Catalog:
             self.runner.run(sql)
 
     # ---- listings and descriptions ----------------------------------------------------------
-    def exists(self, relation: BaseRelation) -> bool:
+    def exists(self, relation: BaseRelation, known: bool | None = None) -> bool:
+        """Whether `relation` exists: `known` when a listing already said (listed()), else
+        asked."""
+        if known is not None:
+            return known
         return bool(self.runner.fetch(S.show_tables(schema_of(relation), name_of(relation))))
 
     def metadata_cache_ttl(self) -> float | None:
@@ -303,7 +312,7 @@ class Catalog:
     ) -> list[str] | None:
         """The values of a one-column partitioned table's partitions (the mapping table's
         versions), None when it does not exist (`exists`: when a listing already said)."""
-        if not (self.exists(relation) if exists is None else exists):  # see cumulative_partitions
+        if not self.exists(relation, exists):  # asked first: see cumulative_partitions
             return None
         return [p.split("=", 1)[1] for p in self.partition_paths(relation)]
 
@@ -353,15 +362,12 @@ class Catalog:
         tables: ChainTables,
         props: Mapping[str, str],
         columns: Sequence[tuple[str, str]],
-        names: frozenset[str] | set[str] | None = None,
+        names: Collection[str] | None = None,
     ) -> Loaded:
         """The chain's state from its properties and columns (already read) and both branches'
         partitions (listed now). `names`: the lower-case names of the chain's tables, when a
         listing under the lock already gave them (whether the cumulative delta and the mapping
         table exist); else asked."""
-
-        def listed(rel: BaseRelation) -> bool | None:
-            return None if names is None else name_of(rel).lower() in names
 
         opts = ChainOptions.from_properties(str(tables.snapshot), props)
         return Loaded(
@@ -371,8 +377,8 @@ class Catalog:
             dict(props),
             tuple(self.partitions(tables.snapshot, opts.partition_by)),
             tuple(self.partitions(tables.delta, opts.partition_by)),
-            self.cumulative_partitions(tables, opts, listed(tables.cumulative)),
-            cmap_exists=listed(tables.cmap),
+            self.cumulative_partitions(tables, opts, listed(names, tables.cumulative)),
+            cmap_exists=listed(names, tables.cmap),
         )
 
     def cumulative_partitions(
@@ -381,7 +387,7 @@ class Catalog:
         """The cumulative delta's partitions (values + stamp), None when it does not exist.
         Existence is asked first (or given): SHOW PARTITIONS of a missing table would fail, and
         Spark logs every failed statement with its stack trace."""
-        if not (self.exists(tables.cumulative) if exists is None else exists):
+        if not self.exists(tables.cumulative, exists):
             return None
         paths = self.partition_paths(tables.cumulative)
         return tuple(parse_partition_path(p, [*opts.partition_by, STAMP_COLUMN]) for p in paths)

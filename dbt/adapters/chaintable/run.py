@@ -24,6 +24,7 @@ from dbt.adapters.chaintable.catalog import (
     Catalog,
     ChainTables,
     Loaded,
+    listed,
     name_of,
 )
 from dbt.adapters.chaintable.config import ModelSettings
@@ -372,9 +373,7 @@ class RunFlow:
             if added:
                 # the cumulative delta too: the view reads it until it is refreshed
                 for rel in (tables.snapshot, tables.delta, tables.cumulative):
-                    if rel is not tables.cumulative or (
-                        cat.exists(rel) if names is None else name_of(rel).lower() in names
-                    ):
+                    if rel is not tables.cumulative or cat.exists(rel, listed(names, rel)):
                         self.run(S.add_columns(str(rel), added))
                 added_at = time.monotonic()
                 stored_cols = cat.describe(tables.snapshot)
@@ -439,13 +438,6 @@ class RunFlow:
                 target, tables.pub, opts.partition_by, plan.written, existing=before
             )
             return False
-        stage_renderer = Renderer(
-            opts,
-            [c for c, _ in table_order(plan.stage_columns, opts)],
-            dict(plan.stage_columns),
-            str(tables.stage),
-            "",
-        )
         if stage.partition is not None:  # its directory is the one partition, rows or none
             other = [p for p in plan.written if p != stage.partition]
             if other:  # rows the check let in whose value Spark spells otherwise ('05' -> 5)
@@ -468,6 +460,13 @@ class RunFlow:
                 directories={stage.partition: stage.directory},
             )
             return True
+        stage_renderer = Renderer(
+            opts,
+            [c for c, _ in table_order(plan.stage_columns, opts)],
+            dict(plan.stage_columns),
+            str(tables.stage),
+            "",
+        )
         for part in plan.empties:
             self.run(stage_renderer.empty_partition(str(tables.stage), part))
         self.publisher.publish(

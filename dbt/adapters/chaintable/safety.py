@@ -33,7 +33,8 @@ P_SINCE = "chaintable.lock.since"
 P_OPERATION = "chaintable.lock.operation"
 P_TARGET = "chaintable.stage.target"
 P_REPLACES = "chaintable.stage.replaces"  # {partition path: directory it had before the switch}
-# a stage without partitions holds the rows of this one partition (path) of its target
+# a stage without partitions holds the rows of this one partition of its target (JSON:
+# {column: value})
 P_PARTITION = "chaintable.stage.partition"
 # file formats that read columns by name: a partition's files may then hold its partition
 # columns too (a stage without partitions publishes its directory as they are)

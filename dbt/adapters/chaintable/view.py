@@ -88,11 +88,9 @@ class ViewWriter:
         # partition with it (a refresh drops only other versions; both go together otherwise):
         # a recorded version of the same digest is reused without listing them (a listing
         # under the lock says whether the table is there: dropped by hand, it is created again)
-        exists = None
-        if mapped and recorded:
-            exists = loaded.cmap_exists
-            if exists is None:
-                exists = self.catalog.exists(loaded.tables.cmap)
+        exists = bool(mapped and recorded) and self.catalog.exists(
+            loaded.tables.cmap, loaded.cmap_exists
+        )
         reuse = bool(exists) and len(recorded) == 2 and recorded[1] == digest
         held: list[str] | None = None  # the versions the table holds, listed when written
         if exists and not reuse:
