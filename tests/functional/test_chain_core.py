@@ -405,6 +405,42 @@ def test_bad_rows_refused_and_nothing_written(simple):
     assert p.partitions("t__delta") == ["dt=20250802", "dt=20250803"]
 
 
+INT_DAYS = """
+{{ config(materialized='chain_incremental', partition_by=['region', 'd'],
+          chain_partition_keys=['d'], primary_key=['id', 'region', 'd'],
+          chain_partition=var('spec')) }}
+select id, v, region, d from {{ target.schema }}.changes where d = {{ var('spec')['d'] }}
+{% if 'region' in var('spec') %} and region = '{{ var('spec')['region'] }}' {% endif %}
+"""
+
+
+def test_chain_partition_spelt_otherwise_than_spark_names_the_partition_is_refused(project):
+    """On an int chain key chain_partition '02' lets the rows of day 2 through the typed
+    check, but Spark names their partition d=2. Both stage layouts (a group key given or not)
+    refuse the run with the partition named and write nothing; the rows are not lost to an
+    empty partition '02' cast over them."""
+    p = project
+    p.table(
+        "changes",
+        "id int, v string, region string, d int",
+        [(1, "a", "CN", 1), (2, "b", "US", 1), (1, "a2", "CN", 2), (3, "c", "US", 2)],
+    )
+    p.model("t", INT_DAYS)
+    p.dbt("run", vars={"spec": {"d": "1"}})
+    for spec in ({"d": "02"}, {"region": "CN", "d": "02"}):
+        p.dbt("run", vars={"spec": spec}, expect_ok=False)
+        assert "its rows are in partition region=CN/d=2, which chain_partition" in p.log_text()
+        assert "nothing was written" in p.log_text()
+        assert p.partitions("t__delta") == []
+    p.dbt("run", vars={"spec": {"d": "2"}})
+    assert p.partitions("t__delta") == ["region=CN/d=2", "region=US/d=2"]
+    assert p.rows("select id, v, region from {s}.t where d = 2") == [
+        (1, "a2", "CN"),
+        (2, "b", "US"),
+        (3, "c", "US"),
+    ]
+
+
 def test_several_chain_models_in_one_parallel_run(project):
     """A project's usual shape: several chain models and a model reading them, built by one
     `dbt run --threads 4` a day. Each chain takes its own lock and writes its own branches; the

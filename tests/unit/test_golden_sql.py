@@ -226,19 +226,26 @@ def test_delta_run_of_one_partition_stages_it_without_partitions_and_publishes_i
     assert not [s for s in conns.statements if "t__chain_stage PARTITION" in s]
 
 
-def test_one_partition_run_refuses_rows_whose_value_spark_spells_otherwise():
+@pytest.mark.parametrize(
+    "spec",
+    [{"region": "US", "dt": "2025-01-05"}, {"dt": "2025-01-05"}],
+    ids=["one_partition_stage", "partitioned_stage"],
+)
+def test_a_run_refuses_rows_whose_partition_spark_spells_otherwise_than_chain_partition(spec):
     """The check's predicate compares typed values (on an int column chain_partition '05'
-    lets 5 in), and Spark names the partition as it prints the value (5): a stage published
-    as the spec's partition would be the wrong one, so the run is refused before anything is
-    published (here the fake catalog's check gives a row of a region spelt otherwise)."""
+    lets 5 in), and Spark names the partition as it prints the value (5). Published as the
+    spec's partition, a one-partition stage would be the wrong one; on a partitioned stage the
+    spec's empty partition, written over the stage, would cast to the staged one and replace its
+    rows. So the run is refused before anything is written to the stage or published (here the
+    fake catalog's check gives a row whose dt is spelt otherwise)."""
     conns, adapter, rel = setup()
-    conns.answer("count_if(", [("us", "20250105", 2, 2, 0, 0, 0, False, 7, 0)])
-    spec = {"region": "US", "dt": "20250105"}
+    conns.answer("count_if(", [("US", "20250105", 2, 2, 0, 0, 0, False, 7, 0)])
     with pytest.raises(Exception, match="spells differently") as e:
         model_run(conns, adapter, rel, {**CONFIG, "chain_partition": spec}, True)
-    assert "partition region=us/dt=20250105" in str(e.value)
+    assert "partition region=US/dt=20250105" in str(e.value)
     assert "nothing was written" in str(e.value)
     assert not [s for s in conns.statements if s.startswith("ALTER TABLE s.t__delta")]
+    assert not [s for s in conns.statements if "t__chain_stage PARTITION" in s]
     # the lock's recovery deletes the stage's directory through the scratch table
     stage = "file:/warehouse/s.db/t__delta/_chain_v/RUN0001"
     assert f"ALTER TABLE s.t__chain_gc ADD PARTITION (`d` = 'RUN0002-0') LOCATION '{stage}'" in (

@@ -98,12 +98,34 @@ def check_stage(
             f"{settings.layout.path(tuple(str(v) for v in outside_parts[0]))}; "
             "nothing was written"
         )
+    staged = [tuple(str(v) for v in p) for p in parts]
+    if spec:
+        check_spelling(settings, spec, staged)
     lowest = {
         tuple(str(v) for v in r[:n]): float(r[n + 6])
         for r in summary
         if kind and r[n + 6] is not None and not int(r[n + 7] or 0)
     }
-    return [tuple(str(v) for v in p) for p in parts], lowest
+    return staged, lowest
+
+
+def check_spelling(
+    settings: ModelSettings, spec: Mapping[str, str], staged: Sequence[Values]
+) -> None:
+    """The stage's check compares typed values (on an int column chain_partition '05' lets 5
+    in) while Spark names a partition as it prints the value (5). A run must name its
+    partitions as Spark does: the empty partitions it adds and the one-partition stage are
+    named from chain_partition, and an empty partition '05' written over a stage would cast to
+    5 and replace the staged rows."""
+    index = {c: i for i, c in enumerate(settings.opts.partition_by)}
+    for part in staged:
+        if any(part[index[c]] != str(v) for c, v in spec.items()):
+            raise ChainConfigError(
+                f"chain_incremental model '{settings.model}': its rows are in partition "
+                f"{settings.layout.path(part)}, which chain_partition {dict(spec)} spells "
+                "differently; give chain_partition the value as SHOW PARTITIONS prints it; "
+                "nothing was written"
+            )
 
 
 def check_chain_partition(settings: ModelSettings, spec: Mapping[str, str]) -> None:

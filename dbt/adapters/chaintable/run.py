@@ -35,7 +35,7 @@ from dbt.adapters.chaintable.options import (
     ChainOptions,
     dropped_options,
 )
-from dbt.adapters.chaintable.planner import ChainState, Values, format_partition
+from dbt.adapters.chaintable.planner import ChainState, Values
 from dbt.adapters.chaintable.progress import Stopwatch
 from dbt.adapters.chaintable.publish import Publisher
 from dbt.adapters.chaintable.runner import logger
@@ -439,14 +439,6 @@ class RunFlow:
             )
             return False
         if stage.partition is not None:  # its directory is the one partition, rows or none
-            other = [p for p in plan.written if p != stage.partition]
-            if other:  # rows the check let in whose value Spark spells otherwise ('05' -> 5)
-                raise ChainConfigError(
-                    f"chain_incremental model '{run.model}': its rows are in partition "
-                    f"{format_partition(opts.partition_by, other[0])}, which chain_partition "
-                    f"{dict(run.settings.chain_partition or {})} spells differently; give "
-                    "chain_partition the value as SHOW PARTITIONS prints it; nothing was written"
-                )
             if stage.partition not in plan.written:  # --empty: nothing to publish
                 self.run(S.drop_table(str(tables.stage)))
                 self.publisher.gc(tables, [stage.directory])
