@@ -6,6 +6,7 @@ the same SparkSession (the tests may use PySpark; the adapter never does).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import textwrap
@@ -31,6 +32,29 @@ def session_params(root: Path) -> dict[str, str]:
     }
 
 
+@pytest.fixture(scope="session", autouse=True)
+def partial_parse_across_vars():
+    """dbt parses a project again from scratch, its ~1,000 macros included (~0.8 s of CPU),
+    whenever --vars differ from the last parse, and nearly every invocation here passes a new
+    day. Within this process the tests instead let partial parsing keep the parsed macros and
+    reparse the project's own files, which Project.dbt marks as changed whenever the vars do
+    (macros render at execution time and read the current vars there). A project whose
+    dbt_project.yml reads a var is parsed in full as dbt does."""
+    from dbt.parser.manifest import ManifestLoader
+
+    original = ManifestLoader.is_partial_parsable
+
+    def is_partial_parsable(self, manifest):
+        project_file = Path(self.root_project.project_root) / "dbt_project.yml"
+        if "var(" not in project_file.read_text():
+            manifest.state_check.vars_hash = self.manifest.state_check.vars_hash
+        return original(self, manifest)
+
+    ManifestLoader.is_partial_parsable = is_partial_parsable
+    yield
+    ManifestLoader.is_partial_parsable = original
+
+
 @pytest.fixture(scope="session")
 def spark_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("spark")
@@ -49,6 +73,9 @@ def spark(spark_root):
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+_MARK = "chaintable-tests vars "  # the comment Project.dbt keeps at the end of parsed files
 
 
 class Project:
@@ -96,6 +123,7 @@ class Project:
         argv = list(args) + ["--project-dir", str(self.root), "--profiles-dir", str(self.root)]
         if vars is not None:
             argv += ["--vars", json.dumps(vars)]
+        self._mark_parsed_files(json.dumps(vars, sort_keys=True))
         res = dbtRunner(callbacks=[collect]).invoke(argv)
         if expect_ok and not res.success:
             raise AssertionError(
@@ -104,6 +132,29 @@ class Project:
         if not expect_ok:
             assert not res.success, f"dbt {' '.join(args)} unexpectedly succeeded"
         return res
+
+    def _mark_parsed_files(self, stamp: str) -> None:
+        """Every file dbt parses with the vars (not macros, not seeds) ends with a comment naming
+        them, so that partial parsing (partial_parse_across_vars) reparses it when they change."""
+        digest = f"{_MARK}{hashlib.sha1(stamp.encode()).hexdigest()[:12]}"
+        for path in sorted(self.root.rglob("*")):
+            parts = path.relative_to(self.root).parts
+            if parts[0] in ("target", "logs", "macros", "seeds", "dbt_packages") or not (
+                path.suffix in (".sql", ".yml", ".yaml", ".md") and path.is_file()
+            ):
+                continue
+            if path.name in ("dbt_project.yml", "profiles.yml", "packages.yml"):
+                continue
+            yml = path.suffix in (".yml", ".yaml")
+            mark = f"# {digest}\n" if yml else "{# " + digest + " #}\n"
+            text = path.read_text()
+            if text.endswith(mark):
+                continue
+            lines = text.splitlines(keepends=True)
+            if lines and _MARK in lines[-1]:
+                lines.pop()
+            body = "".join(lines)
+            path.write_text(body + ("" if not body or body.endswith("\n") else "\n") + mark)
 
     def log_text(self) -> str:
         return "\n".join(self.logs)
