@@ -11,10 +11,8 @@ echo "lint: ruff and mypy passed"
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$repo/.venv/bin/python"
 set +e
 # two workers, each file on one of them (a file's fixtures, such as its Thrift Server, are
-# started once), handed out in collection order: the longest files first
-# (tests/functional/conftest.py); CHAINTABLE_TEST_WORKERS=0 runs in this process
-.venv/bin/python -m pytest -ra --durations=25 -n "${CHAINTABLE_TEST_WORKERS:-2}" --dist loadfile \
-  --no-loadscope-reorder "${@:-tests}"
+# started once); CHAINTABLE_TEST_WORKERS=0 runs in this process
+.venv/bin/python -m pytest -ra --durations=25 -n "${CHAINTABLE_TEST_WORKERS:-2}" --dist loadfile "${@:-tests}"
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then echo "test.sh: pytest collected no tests: failing" >&2; exit 1; fi

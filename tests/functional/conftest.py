@@ -32,31 +32,6 @@ def session_params(root: Path) -> dict[str, str]:
     }
 
 
-# The functional files, longest first (test time on the 2-core CI, ~3,500 s in all): the runner
-# hands whole files to its two workers in collection order (scripts/test.sh), so no long file
-# starts last and runs alone. xdist's own order (most tests first) put the server tests last.
-LONGEST_FIRST = (
-    "test_reliability.py",
-    "test_shared_server.py",
-    "test_cluster.py",
-    "test_chain_core.py",
-    "test_cumulative.py",
-    "test_compaction_policy.py",
-    "test_cumulative_random.py",
-    "test_console.py",
-    "test_expiration.py",
-    "test_merge_engines.py",
-    "test_paimon_scenarios.py",
-    "test_long_history.py",
-    "test_sequence_groups.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 @pytest.fixture(scope="session", autouse=True)
 def partial_parse_across_vars():
     """dbt parses a project again from scratch, its ~1,000 macros included (~0.8 s of CPU),
