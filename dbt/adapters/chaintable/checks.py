@@ -46,7 +46,7 @@ def check_stage(
     summary = catalog.runner.fetch(
         stage_sql.stage_summary_sql(opts, names, source, inside, sequence_kind=kind)
     )
-    parts = [r[:n] for r in summary]
+    parts = [tuple(str(v) for v in r[:n]) for r in summary]  # as the partitions' names
     # per partition (stage_summary_sql's columns after the partition values)
     n_rows, n_keys, pk_null, bad_kind, refused, outside = (
         [r[n + i] for r in summary] for i in range(6)
@@ -95,18 +95,17 @@ def check_stage(
         raise ChainConfigError(
             f"chain_incremental model '{model}': rows outside chain_partition "
             f"{dict(spec or {})}, e.g. partition "
-            f"{settings.layout.path(tuple(str(v) for v in outside_parts[0]))}; "
+            f"{settings.layout.path(outside_parts[0])}; "
             "nothing was written"
         )
-    staged = [tuple(str(v) for v in p) for p in parts]
     if spec:
-        check_spelling(settings, spec, staged)
+        check_spelling(settings, spec, parts)
     lowest = {
-        tuple(str(v) for v in r[:n]): float(r[n + 6])
-        for r in summary
+        p: float(r[n + 6])
+        for p, r in zip(parts, summary, strict=True)
         if kind and r[n + 6] is not None and not int(r[n + 7] or 0)
     }
-    return staged, lowest
+    return parts, lowest
 
 
 def check_spelling(
@@ -119,7 +118,7 @@ def check_spelling(
     5 and replace the staged rows."""
     index = {c: i for i, c in enumerate(settings.opts.partition_by)}
     for part in staged:
-        if any(part[index[c]] != str(v) for c, v in spec.items()):
+        if any(part[index[c]] != v for c, v in spec.items()):
             raise ChainConfigError(
                 f"chain_incremental model '{settings.model}': its rows are in partition "
                 f"{settings.layout.path(part)}, which chain_partition {dict(spec)} spells "
