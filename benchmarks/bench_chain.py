@@ -226,32 +226,46 @@ def write_project(root: Path, groups: int, baseline_sql: str, compact_every: int
 
 
 # ---- measurements ----------------------------------------------------------------------------
-def read_day(spark, relation: str, day: str, groups: int, repeats: int) -> dict[str, Any]:
-    """count(*) and a checksum over every column of one day's full state; the median of
-    `repeats` timed reads after one untimed warm-up read."""
+def read_days(
+    spark, relations: dict[str, str], day: str, groups: int, repeats: int
+) -> dict[str, dict[str, Any]]:
+    """count(*) and a checksum over every column of one day's full state, read through each of
+    `relations` ({label: relation}): one untimed warm-up read each, then `repeats` rounds that
+    read every relation once, each round in another order, so that whatever drifts during the
+    measurement (the JVM's compiler, the garbage collector, the page cache) falls on every
+    relation alike; the median of the timed reads of each."""
     cols = ["id"] + VALUE_COLS + ["op", "seq"] + (["grp"] if groups > 1 else []) + ["dt"]
-    sql = (
-        f"SELECT count(*), sum(CAST(xxhash64({', '.join(cols)}) AS DECIMAL(38,0))) "
-        f"FROM {relation} WHERE dt = '{day}'"
-    )
-    result = tuple(spark.sql(sql).collect()[0])
-    times, plans = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        df = spark.sql(sql)
-        df._jdf.queryExecution().executedPlan()  # parse, analysis, optimization, planning
-        t1 = time.perf_counter()
-        again = tuple(df.collect()[0])
-        times.append(time.perf_counter() - t0)
-        plans.append(t1 - t0)
-        assert again == result, f"{relation} {day}: non-deterministic read {again} != {result}"
+
+    def sql(relation: str) -> str:
+        return (
+            f"SELECT count(*), sum(CAST(xxhash64({', '.join(cols)}) AS DECIMAL(38,0))) "
+            f"FROM {relation} WHERE dt = '{day}'"
+        )
+
+    labels = list(relations)
+    results = {k: tuple(spark.sql(sql(relations[k])).collect()[0]) for k in labels}
+    times: dict[str, list[float]] = {k: [] for k in labels}
+    plans: dict[str, list[float]] = {k: [] for k in labels}
+    for i in range(repeats):
+        for k in labels[i % len(labels) :] + labels[: i % len(labels)]:
+            t0 = time.perf_counter()
+            df = spark.sql(sql(relations[k]))
+            df._jdf.queryExecution().executedPlan()  # parse, analysis, optimization, planning
+            t1 = time.perf_counter()
+            again = tuple(df.collect()[0])
+            times[k].append(time.perf_counter() - t0)
+            plans[k].append(t1 - t0)
+            assert again == results[k], f"{k} {day}: non-deterministic read {again}"
     return {
-        "rows": int(result[0]),
-        "checksum": str(result[1]),
-        "times_s": times,
-        "median_s": median(times),
-        "planning_s": plans,
-        "planning_median_s": median(plans),
+        k: {
+            "rows": int(results[k][0]),
+            "checksum": str(results[k][1]),
+            "times_s": times[k],
+            "median_s": median(times[k]),
+            "planning_s": plans[k],
+            "planning_median_s": median(plans[k]),
+        }
+        for k in labels
     }
 
 
@@ -416,17 +430,19 @@ def main() -> int:
                     compactions.append({"day": day, "inline": True, "wall_s": compacted})
                     line.append(f"(compacted inline in {compacted:.1f} s)")
         if i:
-            got = {
-                "baseline": read_day(
-                    spark, f"{SCHEMA}.ods_full", day, args.groups, args.read_repeats
-                ),
-                "view": read_day(spark, f"{SCHEMA}.ods_chain", day, args.groups, args.read_repeats),
-            }
             sub = dbt.compile_inline(
                 f"select * from {{{{ chain_read(ref('ods_chain'), {{'dt': '{day}'}}) }}}} __r"
             )
-            got["chain_read"] = read_day(
-                spark, f"({sub}) __day", day, args.groups, args.read_repeats
+            got = read_days(
+                spark,
+                {
+                    "baseline": f"{SCHEMA}.ods_full",
+                    "view": f"{SCHEMA}.ods_chain",
+                    "chain_read": f"({sub}) __day",
+                },
+                day,
+                args.groups,
+                args.read_repeats,
             )
             for via in ("view", "chain_read"):
                 if (got[via]["rows"], got[via]["checksum"]) != (
@@ -468,14 +484,23 @@ def main() -> int:
     reads: dict[str, Any] = {}
 
     def measure(label: str, day: str, length: int) -> None:
-        base = read_day(spark, f"{SCHEMA}.ods_full", day, args.groups, args.read_repeats)
-        chain = read_day(spark, f"{SCHEMA}.ods_chain", day, args.groups, args.read_repeats)
         # the same day through chain_read (the full state of one partition as a subquery),
         # rendered by dbt as a model selecting one day would get it
         sub = dbt.compile_inline(
             f"select * from {{{{ chain_read(ref('ods_chain'), {{'dt': '{day}'}}) }}}} __r"
         )
-        macro = read_day(spark, f"({sub}) __day", day, args.groups, args.read_repeats)
+        got = read_days(
+            spark,
+            {
+                "baseline": f"{SCHEMA}.ods_full",
+                "chain": f"{SCHEMA}.ods_chain",
+                "chain_read": f"({sub}) __day",
+            },
+            day,
+            args.groups,
+            args.read_repeats,
+        )
+        base, chain, macro = got["baseline"], got["chain"], got["chain_read"]
         reads[label] = {
             "day": day,
             "chain_length": length,
