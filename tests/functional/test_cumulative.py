@@ -58,16 +58,19 @@ def state(p, view, cols="id, v"):
     }
 
 
-def chain_reads(p, view, days):
-    out = {}
-    for d in days:
-        p.file(
-            "analyses/r.sql",
-            f"select id, v from {{{{ chain_read(ref('{view}'), {{'dt': '{d}'}}) }}}}",
-        )
-        p.dbt("compile", "--select", "r", vars={"dt": d})
-        sql = (p.root / "target" / "compiled" / "chain_test" / "analyses" / "r.sql").read_text()
-        out[d] = p.rows(sql)
+def chain_reads(p, view, days, cols="id, v"):
+    """{day: rows} of each of `days` read through chain_read, in one compiled query."""
+    union = " union all ".join(
+        f"select '{d}' as __day, {cols} from "
+        f"{{{{ chain_read(ref('{view}'), {{'dt': '{d}'}}) }}}} __r{i}"
+        for i, d in enumerate(days)
+    )
+    p.file("analyses/r.sql", union)
+    p.dbt("compile", "--select", "r", vars={"dt": days[-1]})
+    sql = (p.root / "target" / "compiled" / "chain_test" / "analyses" / "r.sql").read_text()
+    out: dict[str, list[tuple]] = {d: [] for d in days}
+    for row in p.rows(sql):
+        out[row[0]].append(tuple(row[1:]))
     return out
 
 
@@ -78,9 +81,13 @@ def served(p, view="t"):
 
 
 def same(p, cols="id, v"):
+    """Every partition read through t's view equals m's (merge on read alone), and through
+    t's chain_read too."""
     t, m = state(p, "t", cols), state(p, "m", cols)
     assert t == m
     assert any(rows for rows in t.values())
+    days = [part.split("=")[1] for part in t]
+    assert chain_reads(p, "t", days, cols) == {part.split("=")[1]: rows for part, rows in t.items()}
     return t
 
 
@@ -94,8 +101,7 @@ def test_every_change_keeps_reads_equal_to_merge_on_read(twins):
     # a delta day written again with other rows: it and the later days are rebuilt
     p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (7, 'again', '+U', 50, '{DAYS[2]}')")
     p.dbt("run", vars={"dt": DAYS[2]})
-    assert same(p)[f"dt={DAYS[3]}"] == same(p)[f"dt={DAYS[3]}"]
-    assert (7, "again") in state(p, "t")[f"dt={DAYS[3]}"]
+    assert (7, "again") in same(p)[f"dt={DAYS[3]}"]
     assert served(p) == DAYS[1:4]
 
     # a later day first, then the day before it (a backfill): the later day is rebuilt
@@ -279,3 +285,71 @@ def test_a_day_whose_sequences_all_follow_the_anchor_is_built_without_reading_it
         (7, "e7"),
     ]
     assert chain_reads(p, "t", DAYS[1:6]) == chain_reads(p, "m", DAYS[1:6])
+
+
+GROUPED = """
+{{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
+          chain_partition_keys=['dt'], primary_key=['id', 'region', 'dt'],
+          sequence_field='seq', rowkind_field='op', chain_partition=var('spec'),
+          cumulative_delta=@ON@) }}
+select id, v, op, seq, region, dt from {{ target.schema }}.changes
+where dt = '{{ var("spec")["dt"] }}'
+{% if var("spec").get("region") %} and region = '{{ var("spec")["region"] }}' {% endif %}
+"""
+
+
+def test_a_change_in_one_group_rebuilds_only_that_groups_days(project):
+    """Groups have their own chains: a delta rewritten in one group rebuilds that group's
+    cumulative partitions from that day on and leaves the other group's as they were (the same
+    files); every partition reads through the view and through chain_read as merged on read."""
+    p = project
+    p.table(
+        "changes",
+        "id int, v string, op string, seq int, region string, dt string",
+        [
+            (*r[:4], g, r[4])
+            for g in ("CN", "EU")
+            for n, d in enumerate(DAYS[:4], 1)
+            for r in rows_of(d, n)
+        ],
+    )
+    p.model("t", GROUPED.replace("@ON@", "true"))
+    p.model("m", GROUPED.replace("@ON@", "false"))
+    for d in DAYS[:4]:
+        p.dbt("run", vars={"spec": {"dt": d}})
+    cols = "region, id, v"
+
+    def files(region: str) -> dict[str, set[str]]:
+        rows = p.spark.sql(
+            f"SELECT dt, _metadata.file_path FROM {p.schema}.t__cumulative WHERE region = '{region}'"
+        ).collect()
+        out: dict[str, set[str]] = {}
+        for dt, name in rows:
+            out.setdefault(dt, set()).add(name)
+        return out
+
+    def check() -> dict[str, list[tuple]]:
+        t, m = p.full_state("t", cols), p.full_state("m", cols)
+        assert t == m
+        by_day: dict[str, list[tuple]] = {}
+        for part, rows in t.items():
+            by_day.setdefault(part.split("dt=")[1], []).extend(rows)
+        assert chain_reads(p, "t", DAYS[:4], cols) == {d: sorted(r) for d, r in by_day.items()}
+        return t
+
+    check()
+    cn, eu = files("CN"), files("EU")
+    assert sorted(cn) == sorted(eu) == DAYS[1:4]
+
+    # CN's day 2 written again: CN's days 2-4 are rebuilt, EU's cumulative files stay
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (7, 'again', '+U', 50, 'CN', '{DAYS[1]}')")
+    for model in ("m", "t"):
+        p.dbt("run", "--select", model, vars={"spec": {"region": "CN", "dt": DAYS[1]}})
+    assert "cumulative delta of 3 day(s) built" in p.log_text()
+    after = check()
+    for d in DAYS[1:4]:
+        assert ("CN", 7, "again") in after[f"region=CN/dt={d}"]
+        assert all(r[2] != "again" for r in after[f"region=EU/dt={d}"])
+    assert files("EU") == eu
+    rebuilt = files("CN")
+    assert sorted(rebuilt) == DAYS[1:4] and all(rebuilt[d].isdisjoint(cn[d]) for d in DAYS[1:4])
