@@ -60,6 +60,8 @@ def state(p, view, cols="id, v"):
 
 def chain_reads(p, view, days, cols="id, v"):
     """{day: rows} of each of `days` read through chain_read, in one compiled query."""
+    if not days:
+        return {}
     union = " union all ".join(
         f"select '{d}' as __day, {cols} from "
         f"{{{{ chain_read(ref('{view}'), {{'dt': '{d}'}}) }}}} __r{i}"

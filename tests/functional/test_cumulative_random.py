@@ -5,7 +5,8 @@ backfilled, snapshots written by the model, compactions with and without overwri
 partitions dropped, expiration). Some operations on `t` stop at a failpoint first: right after
 the crash every day of `t` reads as `m` before or as `m` after the operation, and after the
 rerun exactly as `m` after it. After every step every day read through the view equals `m`
-row for row, and so does chain_read of the days the step changed."""
+row for row, and so does every day read through chain_read. Every kind of operation comes at
+least once (`plan`), in an order the seed draws."""
 
 from __future__ import annotations
 
@@ -53,17 +54,31 @@ class Source:
             self.p.spark.sql(f"INSERT INTO {self.p.schema}.changes VALUES {', '.join(rows)}")
 
 
-def operation(rng: random.Random, written: list[str], deltas: list[str]) -> tuple[str, dict]:
-    """A random operation over the days written so far (`written`) and the days with a delta
-    partition (`deltas`)."""
-    kinds = ["new day", "new day", "rewrite", "backfill", "snapshot", "compact", "drop"]
-    kind = rng.choice(kinds if deltas else ["new day"])
+# the kinds of operations a history takes after its first day, each at least once: two new
+# days first (the second skips a day, so that a backfill has a gap to fill), then the others in
+# a random order with two more new days among them
+KINDS = ["rewrite", "backfill", "snapshot", "compact", "drop", "new day", "new day"]
+
+
+def plan(rng: random.Random) -> list[str]:
+    rest = list(KINDS)
+    rng.shuffle(rest)
+    return ["new day", "new day, skipping one", *rest]
+
+
+def operation(
+    rng: random.Random, kind: str, written: list[str], deltas: list[str]
+) -> tuple[str, dict]:
+    """An operation of `kind` over the days written so far (`written`) and the days with a
+    delta partition (`deltas`); a new day when there is no delta to act on."""
     later = [d for d in DAYS if d > max(written)]
-    if kind == "new day" or not deltas:
-        return ("run", {"dt": later[0] if later else rng.choice(DAYS[1:])})
+    if kind.startswith("new day") or not deltas:
+        skip = kind.endswith("skipping one") and len(later) > 1
+        return ("run", {"dt": later[1] if skip else later[0] if later else rng.choice(DAYS[1:])})
     if kind == "backfill":
         gaps = [d for d in DAYS if DAYS[0] < d < max(written) and d not in written]
-        return ("run", {"dt": rng.choice(gaps or deltas)})
+        assert gaps, written  # the second new day skipped one
+        return ("run", {"dt": rng.choice(gaps)})
     if kind == "rewrite":
         return ("run", {"dt": rng.choice(deltas)})
     if kind == "snapshot":
@@ -71,6 +86,7 @@ def operation(rng: random.Random, written: list[str], deltas: list[str]) -> tupl
     if kind == "compact":
         args = {"partition": {"dt": rng.choice(deltas)}}
         return ("compact_chain", {**args, "overwrite": rng.random() < 0.5})
+    assert kind == "drop", kind
     return ("drop_chain_partition", {"partition": {"dt": rng.choice(deltas)}, "branch": "delta"})
 
 
@@ -110,9 +126,10 @@ def test_random_histories_with_crashes_read_as_merge_on_read(project, monkeypatc
     for model in ("t", "m"):
         apply(p, model, ("run", {"dt": DAYS[0]}))
     written, crashes, anchorless = [DAYS[0]], 0, 0
-    for step in range(9):
+    kinds = plan(rng)
+    for step, kind in enumerate(kinds):
         deltas = sorted(k.split("=")[1] for k in p.partitions("m__delta"))
-        op = operation(rng, written, deltas)
+        op = operation(rng, kind, written, deltas)
         if op[0] == "run":
             source.add(op[1]["dt"])
         before = state(p, "m", COLS)
@@ -131,8 +148,9 @@ def test_random_histories_with_crashes_read_as_merge_on_read(project, monkeypatc
         apply(p, "t", op)
         anchorless += "without reading the anchor" in p.log_text()
         assert state(p, "t", COLS) == after, (step, op, point)
-        changed = sorted(k.split("=")[1] for k in after if after[k] != before.get(k))
-        assert chain_reads(p, "t", changed[:2]) == chain_reads(p, "m", changed[:2]), (step, op)
+        days = [k.split("=")[1] for k in after]
+        expected = {k.split("=")[1]: rows for k, rows in after.items()}
+        assert chain_reads(p, "t", days, COLS) == expected, (step, op)
         if op[0] == "run" and op[1]["dt"] not in written:
             written.append(op[1]["dt"])
     assert crashes >= 2 and anchorless >= 1
