@@ -408,6 +408,21 @@ def main() -> int:
     # each new day read right after its run (and its compaction): the stored partition of the
     # classic job, the chain through the view and through chain_read; equal results asserted
     day_reads: list[dict[str, Any]] = []
+
+    def side_by_side(day: str) -> dict[str, dict[str, Any]]:
+        """One day read from the classic partition, through the view and through chain_read
+        (the full state of one partition as a subquery, rendered by dbt as a model selecting
+        one day would get it), in rounds (read_days)."""
+        sub = dbt.compile_inline(
+            f"select * from {{{{ chain_read(ref('ods_chain'), {{'dt': '{day}'}}) }}}} __r"
+        )
+        relations = {
+            "baseline": f"{SCHEMA}.ods_full",
+            "view": f"{SCHEMA}.ods_chain",
+            "chain_read": f"({sub}) __day",
+        }
+        return read_days(spark, relations, day, args.groups, args.read_repeats)
+
     for i, day in enumerate(days):
         vars_ = {"dt": day, "prev_dt": days[i - 1] if i else day}
         order = ["baseline", "chain"] if i % 2 == 0 else ["chain", "baseline"]  # no order bias
@@ -430,20 +445,7 @@ def main() -> int:
                     compactions.append({"day": day, "inline": True, "wall_s": compacted})
                     line.append(f"(compacted inline in {compacted:.1f} s)")
         if i:
-            sub = dbt.compile_inline(
-                f"select * from {{{{ chain_read(ref('ods_chain'), {{'dt': '{day}'}}) }}}} __r"
-            )
-            got = read_days(
-                spark,
-                {
-                    "baseline": f"{SCHEMA}.ods_full",
-                    "view": f"{SCHEMA}.ods_chain",
-                    "chain_read": f"({sub}) __day",
-                },
-                day,
-                args.groups,
-                args.read_repeats,
-            )
+            got = side_by_side(day)
             for via in ("view", "chain_read"):
                 if (got[via]["rows"], got[via]["checksum"]) != (
                     got["baseline"]["rows"],
@@ -484,23 +486,8 @@ def main() -> int:
     reads: dict[str, Any] = {}
 
     def measure(label: str, day: str, length: int) -> None:
-        # the same day through chain_read (the full state of one partition as a subquery),
-        # rendered by dbt as a model selecting one day would get it
-        sub = dbt.compile_inline(
-            f"select * from {{{{ chain_read(ref('ods_chain'), {{'dt': '{day}'}}) }}}} __r"
-        )
-        got = read_days(
-            spark,
-            {
-                "baseline": f"{SCHEMA}.ods_full",
-                "chain": f"{SCHEMA}.ods_chain",
-                "chain_read": f"({sub}) __day",
-            },
-            day,
-            args.groups,
-            args.read_repeats,
-        )
-        base, chain, macro = got["baseline"], got["chain"], got["chain_read"]
+        got = side_by_side(day)
+        base, chain, macro = got["baseline"], got["view"], got["chain_read"]
         reads[label] = {
             "day": day,
             "chain_length": length,

@@ -76,6 +76,14 @@ def chain_reads(p, view, days, cols="id, v"):
     return out
 
 
+def reads_as(p, view, parts, cols="id, v"):
+    """Every partition of `parts` ({'dt=D': rows}) reads through chain_read as those rows."""
+    days = [part.split("=")[1] for part in parts]
+    assert chain_reads(p, view, days, cols) == {
+        part.split("=")[1]: rows for part, rows in parts.items()
+    }
+
+
 def served(p, view="t"):
     """Days chain_status says are read from the cumulative delta."""
     p.run_op("chain_status", {"model": view})
@@ -88,8 +96,7 @@ def same(p, cols="id, v"):
     t, m = state(p, "t", cols), state(p, "m", cols)
     assert t == m
     assert any(rows for rows in t.values())
-    days = [part.split("=")[1] for part in t]
-    assert chain_reads(p, "t", days, cols) == {part.split("=")[1]: rows for part, rows in t.items()}
+    reads_as(p, "t", t, cols)
     return t
 
 
