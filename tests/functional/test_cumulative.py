@@ -362,3 +362,34 @@ def test_a_change_in_one_group_rebuilds_only_that_groups_days(project):
     assert files("EU") == eu
     rebuilt = files("CN")
     assert sorted(rebuilt) == DAYS[1:4] and all(rebuilt[d].isdisjoint(cn[d]) for d in DAYS[1:4])
+
+
+def test_a_day_that_changes_no_key_is_served_from_an_empty_partition(project):
+    """A day's cumulative partition is written whether or not it gets rows: a day with no
+    changes right after the anchor, and a day whose only row is late (it loses to the anchor's
+    row, so no key changes), are served from empty partitions and read as the anchor."""
+    p = project
+    p.table(
+        "changes",
+        "id int, v string, op string, seq int, dt string",
+        [(1, "a1", "+I", 10, DAYS[0]), (2, "a2", "+I", 10, DAYS[0])]
+        + [(1, "late", "+U", 5, DAYS[2])]
+        + [(2, "d2", "+U", 20, DAYS[3])],
+    )
+    p.model("t", MODEL.format(on="true", cols=COLS))
+    for day in DAYS[:4]:
+        p.dbt("run", vars={"dt": day})
+    assert served(p) == DAYS[1:4]
+    # every partition with its rows (none: no row in the count)
+    counts = {part.split("/")[0]: 0 for part in p.partitions("t__cumulative")}
+    counts.update(p.rows("select concat('dt=', dt), count(*) from {s}.t__cumulative group by dt"))
+    assert counts == {f"dt={DAYS[1]}": 0, f"dt={DAYS[2]}": 0, f"dt={DAYS[3]}": 1}
+    anchor = [(1, "a1"), (2, "a2")]
+    expected = {
+        f"dt={DAYS[0]}": anchor,
+        f"dt={DAYS[1]}": anchor,
+        f"dt={DAYS[2]}": anchor,
+        f"dt={DAYS[3]}": [(1, "a1"), (2, "d2")],
+    }
+    assert state(p, "t") == expected
+    reads_as(p, "t", expected)
