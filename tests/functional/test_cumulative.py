@@ -393,3 +393,19 @@ def test_a_day_that_changes_no_key_is_served_from_an_empty_partition(project):
     }
     assert state(p, "t") == expected
     reads_as(p, "t", expected)
+
+
+def test_switched_off_and_on_again_the_cumulative_delta_is_created_again(twins):
+    """cumulative_delta=false drops t__cumulative; switched on again, the next run creates it
+    again (t__snapshot still records the layout) and serves its day."""
+    p = twins
+    assert served(p) == DAYS[1:4]
+    p.model("t", MODEL.format(on="false", cols=COLS))
+    p.dbt("run", vars={"dt": DAYS[4]})
+    assert not p.spark.catalog.tableExists(f"{p.schema}.t__cumulative")
+    assert served(p) == []
+    p.model("t", MODEL.format(on="true", cols=COLS))
+    p.dbt("run", vars={"dt": DAYS[5]})
+    assert "building the cumulative delta failed" not in p.log_text()
+    assert served(p) == DAYS[5:6]
+    same(p)

@@ -54,18 +54,29 @@ class Accumulator:
 
     def _ensure_table(self, loaded: Loaded) -> Loaded:
         """t__cumulative exists with the mask column (cumulative.MASK_COLUMN); t__snapshot
-        records that, so a daily run reads nothing more to know it."""
-        if loaded.props.get(cumulative.P_LAYOUT) == cumulative.LAYOUT:
+        records that and the table's location (cumulative.P_LOCATION), so a daily run reads
+        nothing more to know them. A table dropped since (cumulative_delta switched off and on
+        again) is created again."""
+        props, renderer, tables = loaded.props, loaded.renderer(), loaded.tables
+        if (
+            loaded.cumulative is not None
+            and props.get(cumulative.P_LAYOUT) == cumulative.LAYOUT
+            and props.get(cumulative.P_LOCATION)
+        ):
             return loaded
-        renderer, tables = loaded.renderer(), loaded.tables
         if loaded.cumulative is None:
             self.run(cumulative_sql.create(renderer))
+            loaded = loaded.with_cumulative([])
         elif cumulative.MASK_COLUMN not in {
             c.lower() for c, _ in self.catalog.describe(tables.cumulative)
         }:
             self.run(cumulative_sql.add_mask_column(renderer))
-        self.catalog.set_properties(tables.snapshot, {cumulative.P_LAYOUT: cumulative.LAYOUT})
-        return loaded.with_props({cumulative.P_LAYOUT: cumulative.LAYOUT})
+        record = {
+            cumulative.P_LAYOUT: cumulative.LAYOUT,
+            cumulative.P_LOCATION: self.catalog.location(tables.cumulative),
+        }
+        self.catalog.set_properties(tables.snapshot, record)
+        return loaded.with_props(record)
 
     def after_write(
         self,
@@ -91,13 +102,22 @@ class Accumulator:
         try:
             loaded = self._ensure_table(loaded)
             loaded, anchorless = self._anchorless(loaded, builds, lowest or {})
+            with_anchor = cumulative.needs_anchor(opts)
+            root = loaded.props[cumulative.P_LOCATION]
+            parts = set(loaded.cumulative or ())
+            listed = True  # every partition built is in `parts`
             for i, chain in enumerate(chains, 1):
                 todo = [b for b in builds if b.plan.chain == chain]
-                self.run(
-                    cumulative_sql.build(
-                        renderer, chain, todo, cumulative.needs_anchor(opts), anchorless
-                    )
-                )
+                if len(todo) == 1:  # one group's day (every day of a chain without groups)
+                    b = todo[0]
+                    part = b.plan.group + b.plan.chain + (b.stamp,)
+                    where = safety.version_location(root, b.stamp)
+                    self.run(cumulative_sql.build_into(renderer, b, where, with_anchor, anchorless))
+                    self.run(cumulative_sql.add_partition(renderer, part, where, part in parts))
+                    parts.add(part)
+                else:  # many groups' day: one statement for all
+                    self.run(cumulative_sql.build(renderer, chain, todo, with_anchor, anchorless))
+                    listed = False
                 safety.failpoint("cumulative.built")
                 if len(chains) > 1:  # a rebuild of many days: say how far it is
                     logger.info(
@@ -105,8 +125,8 @@ class Accumulator:
                         f"{loaded.layout.chain_path(chain)} built ({i} of {len(chains)} days, "
                         f"{len(todo)} partition(s), {clock})"
                     )
-            # the table exists now (_ensure_table): its partitions, listed without asking
-            parts = set(self.catalog.cumulative_partitions(loaded.tables, opts, True) or ())
+            if not listed:  # the table exists now (_ensure_table): listed without asking
+                parts = set(self.catalog.cumulative_partitions(loaded.tables, opts, True) or ())
             for b in builds:  # a day whose deltas changed no key has no rows: still served
                 part = b.plan.group + b.plan.chain + (b.stamp,)
                 if part not in parts:

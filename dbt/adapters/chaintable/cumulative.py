@@ -33,6 +33,9 @@ MASK_SHIFT = 6  # a mask row covers 2**6 = 64 consecutive key values, one bit ea
 # on t__snapshot: t__cumulative has MASK_COLUMN (a table created before it is altered once)
 P_LAYOUT = "chaintable.cumulative-layout"
 LAYOUT = "mask"
+# on t__snapshot: t__cumulative's location; a day's partition is written to a directory of
+# its own below it, `_chain_v/<stamp>` (safety.version_location), then added
+P_LOCATION = "chaintable.cumulative-location"
 # on t__snapshot: {anchor partition path: [its location, the highest sequence in it]}, the
 # anchors' bounds that let a build leave the anchor out (anchor_can_win); an entry counts only
 # while the partition still has that location (every publish gives a partition a new one)

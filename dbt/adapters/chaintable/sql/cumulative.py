@@ -18,7 +18,7 @@ from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.planner import ReadPlan, Values
 from dbt.adapters.chaintable.sql import statements
 from dbt.adapters.chaintable.sql.merge import ANCHOR, Types, _merge, _pick_one, is_retract
-from dbt.adapters.chaintable.sql.quoting import cols_sql, literal, q, spec_sql
+from dbt.adapters.chaintable.sql.quoting import cols_sql, literal, q, spec_sql, string
 from dbt.adapters.chaintable.sql.stage import sequence_ordinal
 
 if TYPE_CHECKING:  # render.py imports this module
@@ -240,16 +240,14 @@ def create(r: Renderer) -> str:
     )
 
 
-def build(
+def _rows(
     r: Renderer,
-    chain: Values,
     builds: Sequence[Build],
     with_anchor: bool,
-    anchorless: Collection[Values] = (),
-) -> str:
-    """Write the cumulative delta of day `chain` for each build's group (one day, all its
-    groups, one statement): a dynamic overwrite of exactly the partitions with rows. The
-    groups `anchorless` names leave their anchor out (cumulative.anchor_can_win)."""
+    anchorless: Collection[Values],
+) -> tuple[str, str]:
+    """The cumulative delta of one day for each build's group: the data columns and the mask
+    column (named as in the table) to select, and the FROM clause they come from."""
     deltas = [b.plan.group + d for b in builds for d in b.deltas]
     states = {b.plan.group + b.previous: b.previous_stamp for b in builds if b.previous is not None}
     anchors = [
@@ -269,33 +267,74 @@ def build(
         types=r.types,
         cluster=blocks,
     )
-    if r.opts.group_keys:
-        cases = " ".join(
-            f"WHEN {r.predicate(r.opts.group_keys, b.plan.group)} THEN {literal(b.stamp)}"
-            for b in builds
-        )
-        stamp = f"CASE {cases} END"
-    else:
-        stamp = literal(builds[0].stamp)
+    # typed as the table's columns: a directory write keeps the types the query gives
+    data = ", ".join(
+        f"CAST({q(c)} AS {r.types[c.lower()]}) AS {q(c)}" if c.lower() in r.types else q(c)
+        for c in r.data_columns
+    )
+    if mask is None:
+        return f"{data}, CAST(NULL AS BIGINT) AS {q(MASK_COLUMN)}", f"({body}) __b"
+    # the first key of each block carries the block's mask (mask_key); one window over the
+    # day's rows
+    window = f"PARTITION BY {', '.join(blocks)}"
+    rows = f"{data}, CASE WHEN {q(mask)} = __first THEN __mask END AS {q(MASK_COLUMN)}"
+    source = (
+        f"(SELECT *, bit_or({bit(q(mask))}) OVER ({window}) AS __mask, "
+        f"min({q(mask)}) OVER ({window}) AS __first FROM ({body}) __w) __b"
+    )
+    return rows, source
+
+
+def build(
+    r: Renderer,
+    chain: Values,
+    builds: Sequence[Build],
+    with_anchor: bool,
+    anchorless: Collection[Values] = (),
+) -> str:
+    """Write the cumulative delta of day `chain` for each build's group (one day, all its
+    groups, one statement): a dynamic overwrite of exactly the partitions with rows. The
+    groups `anchorless` names leave their anchor out (cumulative.anchor_can_win)."""
+    rows, source = _rows(r, builds, with_anchor, anchorless)
+    cases = " ".join(
+        f"WHEN {r.predicate(r.opts.group_keys, b.plan.group)} THEN {literal(b.stamp)}"
+        for b in builds
+    )
+    stamp = f"CASE {cases} END" if r.opts.group_keys else literal(builds[0].stamp)
     parts = ", ".join(q(c) for c in [*r.opts.partition_by, STAMP_COLUMN])
     # by name: columns a schema change adds come after the mask column
     names = cols_sql([*r.data_columns, MASK_COLUMN, *r.opts.partition_by, STAMP_COLUMN])
-    data, parts_of = cols_sql(r.data_columns), r.relabel(chain, r.opts.partition_by)
-    if mask is None:
-        rows, source = f"{data}, CAST(NULL AS BIGINT)", f"({body}) __b"
-    else:
-        # the first key of each block carries the block's mask (mask_key); one window over
-        # the day's rows
-        window = f"PARTITION BY {', '.join(blocks)}"
-        rows = f"{data}, CASE WHEN {q(mask)} = __first THEN __mask END"
-        source = (
-            f"(SELECT *, bit_or({bit(q(mask))}) OVER ({window}) AS __mask, "
-            f"min({q(mask)}) OVER ({window}) AS __first FROM ({body}) __w) __b"
-        )
     return (
         f"INSERT OVERWRITE TABLE {r.cumulative} PARTITION ({parts}) ({names})\n"
-        f"SELECT {rows}, {parts_of}, {stamp} FROM {source}"
+        f"SELECT {rows}, {r.relabel(chain, r.opts.partition_by)}, {stamp} FROM {source}"
     )
+
+
+def build_into(
+    r: Renderer,
+    build_: Build,
+    directory: str,
+    with_anchor: bool,
+    anchorless: Collection[Values] = (),
+) -> str:
+    """Write one group's cumulative delta of one day to `directory` (its partition's, added
+    after: add_partition), in t__cumulative's format and columns: no table write, so no
+    staging directory, no partition discovery and no listing after it, and the partition
+    exists with no rows too. Measured on the 2M benchmark's day-14 build: 0.69 s with the
+    partition's addition against 1.07 s for the dynamic overwrite and its listing."""
+    rows, source = _rows(r, [build_], with_anchor, anchorless)
+    return (
+        f"INSERT OVERWRITE DIRECTORY {string(directory)} USING parquet\nSELECT {rows} FROM {source}"
+    )
+
+
+def add_partition(r: Renderer, part: Values, directory: str, exists: bool) -> str | None:
+    """Point C partition `part` (values + stamp) at `directory`: added, or switched there when
+    it exists."""
+    cols = [*r.opts.partition_by, STAMP_COLUMN]
+    if exists:
+        return statements.set_partition_location(r.cumulative, cols, part, directory)
+    return statements.add_partitions(r.cumulative, cols, [(part, directory)])
 
 
 def sequence_max(r: Renderer, kind: str, anchors: Sequence[Values]) -> str:
