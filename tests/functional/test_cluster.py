@@ -9,6 +9,7 @@ partition must read the same rows, so both ANSI settings are covered by one comp
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -27,6 +28,12 @@ MODEL = """
           partition_expiration_time='3650 d') }}
 select id, amount, note, op, seq, region, dt from {{ target.schema }}.changes
 where dt = '{{ var("dt") }}'
+"""
+ONE_GROUP = """
+{{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
+          sequence_field='seq', rowkind_field='op', chain_partition={'dt': var('dt')}) }}
+select id, amount, note, op, seq, region, dt from {{ target.schema }}.changes
+where dt = '{{ var("dt") }}' and region = 'CN'
 """
 DOWNSTREAM = """
 {{ config(materialized='table') }}
@@ -226,6 +233,22 @@ def test_thrift_refuses_bad_rows_and_keeps_the_chain(thrift_server, tmp_path):
             "region=EU/dt=20250803",
             "region=US/dt=20250803",
         ]
+        # a chain without groups: its day's cumulative delta is written by the server to a
+        # directory of its own and added as the partition (t, with groups, overwrites the
+        # table for all of them at once); both read CN's day 3 alike
+        p.model("u", ONE_GROUP)
+        for d in ("20250801", "20250803"):
+            p.dbt("run", "--select", "u", vars={"dt": d})
+        p.run_op("chain_status", {"model": "u"})
+        assert re.search(r"dt=20250803 +dt=20250801 +1 +cumulative delta", p.log_text())
+        (part,) = p.partitions("u__cumulative")
+        spec = ", ".join(f"{k} = '{v}'" for k, v in (kv.split("=") for kv in part.split("/")))
+        described = p.sql(f"DESCRIBE FORMATTED {p.schema}.u__cumulative PARTITION ({spec})")
+        # the partition's Location comes first, the table's after it
+        location = next(r[1] for r in described if str(r[0]).strip() == "Location")
+        assert "/u__cumulative/_chain_v/" in location
+        cn = "select id, amount, note from {s}.%s where dt = '20250803' and region = 'CN'"
+        assert p.rows(cn % "u") == p.rows(cn % "t") != []
     finally:
         p.sql(f"DROP DATABASE IF EXISTS {p.schema} CASCADE")
         p.conn.close()
