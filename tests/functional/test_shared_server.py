@@ -258,7 +258,7 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
         "SPARK_REMOTE": server.url,
         "DERBY_SYSTEM_HOME": str(root),
         # shorter than the default 15 s to keep the test short; the reads take well under 1 s
-        "CHAINTABLE_READER_GRACE_SECONDS": "5",
+        READER_GRACE_ENV: "5",
     }
     env.pop("CHAINTABLE_FAILPOINT", None)
     dbt_bin = str(Path(sys.executable).parent / "dbt")

@@ -110,11 +110,14 @@ class Accumulator:
                 todo = [b for b in builds if b.plan.chain == chain]
                 if len(todo) == 1:  # one group's day (every day of a chain without groups)
                     b = todo[0]
-                    part = b.plan.group + b.plan.chain + (b.stamp,)
                     where = safety.version_location(root, b.stamp)
                     self.run(cumulative_sql.build_into(renderer, b, where, with_anchor, anchorless))
-                    self.run(cumulative_sql.add_partition(renderer, part, where, part in parts))
-                    parts.add(part)
+                    self.run(
+                        cumulative_sql.add_partition(
+                            renderer, b.partition, where, b.partition in parts
+                        )
+                    )
+                    parts.add(b.partition)
                 else:  # many groups' day: one statement for all
                     self.run(cumulative_sql.build(renderer, chain, todo, with_anchor, anchorless))
                     listed = False
@@ -128,10 +131,9 @@ class Accumulator:
             if not listed:  # the table exists now (_ensure_table): listed without asking
                 parts = set(self.catalog.cumulative_partitions(loaded.tables, opts, True) or ())
             for b in builds:  # a day whose deltas changed no key has no rows: still served
-                part = b.plan.group + b.plan.chain + (b.stamp,)
-                if part not in parts:
+                if b.partition not in parts:
                     self.run(cumulative_sql.empty(renderer, b.plan.group + b.plan.chain, b.stamp))
-                    parts.add(part)
+                    parts.add(b.partition)
         except DbtRuntimeError as e:
             logger.warning(
                 f"{loaded.tables.view}: building the cumulative delta failed, the "

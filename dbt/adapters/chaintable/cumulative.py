@@ -172,6 +172,11 @@ class Build:
     previous_stamp: str = ""
 
     @property
+    def partition(self) -> Values:
+        """Its C partition: the group and day values, then the stamp."""
+        return self.plan.group + self.plan.chain + (self.stamp,)
+
+    @property
     def deltas(self) -> tuple[Values, ...]:
         """The delta partitions (chain values) whose rows go into the build."""
         return self.plan.deltas[-1:] if self.previous is not None else self.plan.deltas
