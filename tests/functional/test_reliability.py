@@ -140,11 +140,11 @@ def test_crash_at_each_step_of_a_new_day(grouped, monkeypatch, point):
 def test_crash_rewriting_the_one_partition_of_a_stage_without_partitions(
     project, monkeypatch, point
 ):
-    """chain_partition names every partition column: the run stages its one partition without
-    partitions and publishes the stage's directory as that partition. A crash before the
-    switch leaves the day as before and the rerun deletes the unpublished directory; a crash
-    after it leaves the day as after, and the rerun keeps the published directory (the stage
-    table still names it) and deletes the one switched away from."""
+    """chain_partition names every partition column: the run stages its one partition in a
+    bare directory, which the lock names, and publishes it as that partition. A crash before
+    the switch leaves the day as before and the rerun deletes the unpublished directory; a
+    crash after it leaves the day as after, and the rerun keeps the published directory and
+    deletes the one switched away from (which the lock recorded before the switch)."""
     p = project
     rows = [(1, "a", "20250801"), (2, "b", "20250801"), (1, "a2", "20250802")]
     p.table("changes", "id int, v string, dt string", rows)
@@ -165,10 +165,16 @@ def test_crash_rewriting_the_one_partition_of_a_stage_without_partitions(
         "(2, 'b', '20250801'), (2, 'B2', '20250802') AS v(id, v, dt)"
     )
     after = {**before, "dt=20250802": [(1, "a"), (2, "B2")]}
+    old_dir = location(p, "t__delta", " PARTITION (dt = '20250802')").rstrip("/")
     monkeypatch.setenv("CHAINTABLE_FAILPOINT", point)
     p.dbt("run", vars={"dt": "20250802"}, expect_ok=False)
     monkeypatch.delenv("CHAINTABLE_FAILPOINT")
-    assert scratch_tables(p) == ["t__chain_lock", "t__chain_stage"]
+    assert scratch_tables(p) == ["t__chain_lock"]  # no staging table
+    # what the rerun must delete: the unpublished directory, or the one switched away from
+    left = {os.path.dirname(f) for f in orphan_files(p, "t__delta")}
+    now = location(p, "t__delta", " PARTITION (dt = '20250802')").rstrip("/")
+    assert len(left) == 1
+    assert (now == old_dir and left != {old_dir}) if point == "run.staged" else left == {old_dir}
     assert full(p) == (before if point == "run.staged" else after)
     p.dbt("run", vars={"dt": "20250802"})
     assert "breaking the lock" in p.log_text()

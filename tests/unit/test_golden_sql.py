@@ -215,15 +215,22 @@ def test_delta_run_of_one_partition_stages_it_without_partitions_and_publishes_i
     assert msg == "OK: 1 delta partition(s)"
     check("delta_run_one_partition", conns.statements)
     stage = "file:/warehouse/s.db/t__delta/_chain_v/RUN0001"
-    create = next(s for s in conns.statements if s.startswith("CREATE TABLE s.t__chain_stage"))
-    assert "PARTITIONED BY" not in create
-    assert f"LOCATION '{stage}'" in create
-    assert '\'chaintable.stage.partition\' = \'{"region": "US", "dt": "20250105"}\'' in create
+    # no staging table: the rows go to a bare directory, which the lock names
+    assert not [s for s in conns.statements if "t__chain_stage" in s]
+    lock = next(s for s in conns.statements if s.startswith("CREATE VIEW s.t__chain_lock"))
+    assert '\'chaintable.stage.partition\' = \'{"region": "US", "dt": "20250105"}\'' in lock
+    assert "'chaintable.stage.run' = 'RUN0001'" in lock
+    assert "'chaintable.stage.target' = 's.t__delta'" in lock
+    assert f"INSERT OVERWRITE DIRECTORY '{stage}' USING parquet\nSELECT * FROM s.src" in (
+        conns.statements
+    )
+    assert f"FROM (SELECT * FROM parquet.`{stage}`) __s GROUP BY" in next(
+        s for s in conns.statements if "count_if(" in s
+    )
     assert (
         "ALTER TABLE s.t__delta ADD PARTITION (`region` = 'US', `dt` = '20250105') "
         f"LOCATION '{stage}'"
     ) in conns.statements
-    assert not [s for s in conns.statements if "t__chain_stage PARTITION" in s]
 
 
 @pytest.mark.parametrize(
@@ -246,7 +253,8 @@ def test_a_run_refuses_rows_whose_partition_spark_spells_otherwise_than_chain_pa
     assert "nothing was written" in str(e.value)
     assert not [s for s in conns.statements if s.startswith("ALTER TABLE s.t__delta")]
     assert not [s for s in conns.statements if "t__chain_stage PARTITION" in s]
-    # the lock's recovery deletes the stage's directory through the scratch table
+    # the lock's recovery deletes the stage's directory (a bare one, which the lock names, or
+    # the staging table's) through the scratch table
     stage = "file:/warehouse/s.db/t__delta/_chain_v/RUN0001"
     assert f"ALTER TABLE s.t__chain_gc ADD PARTITION (`d` = 'RUN0002-0') LOCATION '{stage}'" in (
         conns.statements

@@ -42,45 +42,61 @@ class Publisher:
         # {lock view: dbt invocation holding it}: a nested operation of the same invocation (a
         # run's automatic expiration) does not take the lock again
         self._held: dict[str, str] = {}
+        # {lock view: what it records of its run's bare stage directory}, as written to it
+        self._stages: dict[str, dict[str, str]] = {}
 
     # ---- the lock -----------------------------------------------------------------------------
     @contextmanager
-    def locked(self, tables: ChainTables, operation: str) -> Iterator[frozenset[str] | None]:
+    def locked(
+        self, tables: ChainTables, operation: str, stage: Mapping[str, str] | None = None
+    ) -> Iterator[frozenset[str] | None]:
         """Hold the chain's lock for `operation`. Yields the lower-case names of the chain's
         tables (`t__*`) as the recovery listed them under the lock, so the holder need not list
-        them again; None when this invocation already held the lock."""
+        them again; None when this invocation already held the lock. `stage`: what the lock
+        records of a run's bare stage directory (safety.P_STAGE_RUN, P_TARGET, P_PARTITION),
+        so that whoever recovers after a crash finds it."""
         key, me = str(tables.lock), safety.Owner.me()
         if self._held.get(key) == me.invocation:
             yield None
             return
-        self._acquire(tables, operation, me)
-        self._held[key] = me.invocation
+        broken = self._acquire(tables, operation, me, stage or {})
+        self._held[key], self._stages[key] = me.invocation, dict(stage or {})
         try:
-            yield self.recover(tables)
+            yield self.recover(tables, broken)
         except safety.SimulatedCrash:
-            self._held.pop(key, None)
+            self._release(key)
             raise
         except Exception:
-            self._held.pop(key, None)
+            own = self._release(key)
             try:
-                self.recover(tables)  # a refused or failed write leaves nothing behind
+                self.recover(tables, own)  # a refused or failed write leaves nothing behind
             finally:
                 self.run(S.drop_view(str(tables.lock)))
             raise
-        self._held.pop(key, None)
+        self._release(key)
         self.run(S.drop_view(str(tables.lock)))
 
-    def _acquire(self, tables: ChainTables, operation: str, me: safety.Owner) -> None:
+    def _release(self, key: str) -> dict[str, str]:
+        """Forget holding lock `key`; returns what it recorded of a bare stage directory."""
+        self._held.pop(key, None)
+        return self._stages.pop(key, {})
+
+    def _acquire(
+        self, tables: ChainTables, operation: str, me: safety.Owner, stage: Mapping[str, str]
+    ) -> dict[str, str] | None:
+        """Take the lock; returns the properties of a stale lock it broke (None: none)."""
         now = dt.datetime.now().replace(microsecond=0)
         props = {
             safety.P_OWNER: me.text(),
             safety.P_SINCE: now.strftime(safety.TS),
             safety.P_OPERATION: operation,
+            **stage,
         }
+        broken = None
         for attempt in (1, 2):
             try:
                 self.run(S.create_lock_view(str(tables.lock), props))
-                return
+                return broken
             except Exception:
                 if not self.catalog.exists(tables.lock):
                     raise
@@ -96,16 +112,24 @@ class Publisher:
                     f"{tables.view}: breaking the lock of {safety.lock_holder_text(holder)}: {why}"
                 )
                 self.run(S.drop_view(str(tables.lock)))
+                broken = holder
+        return broken  # pragma: no cover - the second attempt returns or raises
 
     # ---- recovery -----------------------------------------------------------------------------
-    def recover(self, tables: ChainTables) -> frozenset[str]:
+    def recover(self, tables: ChainTables, lock: Mapping[str, str] | None = None) -> frozenset[str]:
         """Remove what an unfinished write left: its scratch tables and every directory of theirs
         that no partition of the branches references. Referenced ones were published: keep.
-        Returns the lower-case names of the chain's tables but the scratch ones it dropped."""
+        `lock`: the properties of the lock the unfinished write held, which name its bare stage
+        directory if it had one. Returns the lower-case names of the chain's tables but the
+        scratch ones it dropped."""
         present = self.catalog.names_like(
             schema_of(tables.view), name_of(tables.view) + CHAIN_PATTERN
         )
         garbage: list[str] = []
+        run_id, branch = (lock or {}).get(safety.P_STAGE_RUN), (lock or {}).get(safety.P_TARGET)
+        if lock and run_id and branch and branch.rsplit(".", 1)[-1].strip("`").lower() in present:
+            garbage += self._unpublished_directory(branch, run_id, lock.get(safety.P_PARTITION))
+            garbage += self._switched_away(branch, json.loads(lock.get(safety.P_REPLACES, "{}")))
         for rel in (tables.stage, tables.pub):
             if name_of(rel).lower() not in present:
                 continue
@@ -122,10 +146,24 @@ class Publisher:
         scratch = {name_of(r).lower() for r in (tables.stage, tables.pub, tables.gc)}
         return frozenset(present - scratch)
 
+    def _unpublished_directory(self, target: str, run_id: str, single: str | None) -> list[str]:
+        """A run's bare stage directory (safety.P_STAGE_RUN) unless its one partition `single`
+        ({column: value}, JSON) references it: then it was published."""
+        cat = self.catalog
+        if single is not None:
+            spec = json.loads(single)
+            cols, values = list(spec), tuple(str(v) for v in spec.values())
+            listed = {parse_partition_path(p, cols) for p in cat.partition_paths(target)}
+            if values in listed and safety.is_version(
+                cat.partition_location(target, cols, values), run_id
+            ):
+                return []
+        return [safety.version_location(cat.location(target), run_id)]
+
     def _unpublished(self, rel: BaseRelation, target: str, single: str | None) -> list[str]:
         """Directories of a leftover staging table that its target does not reference.
-        `single`: the one partition a stage without partitions holds ({column: value}, JSON),
-        compared by value with the target's partitions as SHOW PARTITIONS prints them (it
+        `single`: the one partition a stage without partitions holds ({column: value}, JSON;
+        staged so by an earlier version, which kept such a stage in a table), compared by value with the target's partitions as SHOW PARTITIONS prints them (it
         escapes values and spells columns as the table does)."""
         cat = self.catalog
         root = cat.location(rel)
@@ -240,15 +278,16 @@ class Publisher:
     def publish(
         self,
         target: BaseRelation,
-        source: BaseRelation,
+        source: BaseRelation | None,
         partition_by: Sequence[str],
         parts: Sequence[Values],
         existing: Sequence[Values],
         directories: Mapping[Values, str] | None = None,
     ) -> None:
         """Switch each partition of `target` to its new directory in `source` (`directories`
-        names those known without asking, a stage without partitions): one metastore
-        operation per partition (atomic for readers). Old directories are deleted afterwards."""
+        names those known without asking: a bare stage directory, whose run has no `source`
+        table): one metastore operation per partition (atomic for readers). Old directories
+        are deleted afterwards."""
         cat, have = self.catalog, set(existing)
         known = dict(directories or {})
         replaced = {
@@ -257,10 +296,19 @@ class Publisher:
             if part in have
         }
         if replaced:  # so that recovery after a crash can delete the ones switched away from
-            cat.set_properties(source, {safety.P_REPLACES: json.dumps(replaced)})
+            record = {safety.P_REPLACES: json.dumps(replaced)}
+            if source is None:  # the lock names the run's bare stage directory: it records them
+                lock = str(ChainTables.of_branch(target).lock)
+                self.run(S.set_view_properties(lock, record))
+                self._stages.setdefault(lock, {}).update(record)
+            else:
+                cat.set_properties(source, record)
         added, old_dirs = [], []
         for part in parts:
-            new_dir = known.get(part) or cat.partition_location(source, partition_by, part)
+            new_dir = known.get(part)
+            if new_dir is None:
+                assert source is not None, "a partition without a directory needs a stage table"
+                new_dir = cat.partition_location(source, partition_by, part)
             if part in have:
                 old_dirs.append(replaced[format_partition(partition_by, part)])
                 self.run(S.set_partition_location(str(target), partition_by, part, new_dir))
@@ -269,7 +317,8 @@ class Publisher:
                 added.append((part, new_dir))
         self.run(S.add_partitions(str(target), partition_by, added))
         safety.failpoint("publish.done")
-        self.run(S.drop_table(str(source)))  # external: its published files stay
+        if source is not None:
+            self.run(S.drop_table(str(source)))  # external: its published files stay
         if old_dirs:  # nothing switched away: nothing to delete (the lock's recovery already
             # collected what a crashed writer left in the scratch table)
             cat.changed()

@@ -83,20 +83,30 @@ class ChainRun:
 
 @dataclass(frozen=True)
 class Stage:
-    """Where the model's rows were staged: on an existing chain, an external table in a fresh
-    directory `location` below the target branch, in the target's file format."""
+    """Where the model's rows were staged: on an existing chain, a fresh directory below the
+    target branch (`location`), in the target's file format: an external table's, or for a run
+    of one partition the bare directory."""
 
     run_id: str = ""
     location: str = ""
     provider: str = "parquet"
     # a run that can write one partition only (chain_partition gives every partition column)
-    # stages it without partitions: its directory is the partition's, published as it is (a
-    # partitioned stage costs a partition in the metastore to create, describe and drop)
+    # stages its rows in a bare directory, published as that partition as it is; the lock
+    # names it for recovery (a staging table costs its creation, a DESCRIBE and a DROP)
     partition: Values | None = None
+    columns: tuple[tuple[str, str], ...] = ()  # the model's, of a bare directory
 
     @property
     def directory(self) -> str:
         return safety.version_location(self.location, self.run_id)
+
+    @property
+    def bare(self) -> bool:
+        return self.partition is not None
+
+    def source(self, table: BaseRelation) -> str:
+        """The staged rows as a relation: the bare directory's files or the staging table."""
+        return S.files(self.directory, self.provider) if self.bare else str(table)
 
 
 @dataclass(frozen=True)
@@ -228,11 +238,26 @@ class RunFlow:
         """The whole run under the table's lock: stage the model's rows, check them, publish
         them partition by partition, then invalidate, refresh the view and expire."""
         clock = Stopwatch()
-        with self.publisher.locked(run.tables, f"run of model '{run.model}'") as names:
+        single = self._single_partition(run)
+        run_id = safety.new_run_id()
+        # a run of one partition stages it in a bare directory, which the lock names (for the
+        # recovery after a crash) until the partition is published
+        bare = (
+            {
+                safety.P_STAGE_RUN: run_id,
+                safety.P_TARGET: str(run.target),
+                safety.P_PARTITION: json.dumps(
+                    dict(zip(run.opts.partition_by, single, strict=True))
+                ),
+            }
+            if single is not None
+            else None
+        )
+        with self.publisher.locked(run.tables, f"run of model '{run.model}'", bare) as names:
             stored = self._stored_properties(run)
-            stage = self._stage(run, compiled_code)
+            stage = self._stage(run, compiled_code, run_id, single)
             safety.failpoint("run.staged")
-            plan = self._plan(run, stored, names)
+            plan = self._plan(run, stage, stored, names)
             if run.publishes:
                 plan = replace(
                     plan,
@@ -287,11 +312,14 @@ class RunFlow:
             as_select=as_select,
         )
 
-    def _stage(self, run: ChainRun, compiled_code: str) -> Stage:
-        """The model's rows, once. On an existing chain the stage is an external table in a
-        fresh directory below the target branch, partitioned like it: after the checks its
-        partitions are published as they are (safety.py). A first run or full refresh stages a
-        plain table."""
+    def _stage(
+        self, run: ChainRun, compiled_code: str, run_id: str, single: Values | None
+    ) -> Stage:
+        """The model's rows, once. On an existing chain they go to a fresh directory below the
+        target branch: `single`, the one partition the run can write (_single_partition), in a
+        bare directory; else an external table partitioned like the target. After the checks
+        the partitions are published as they are (safety.py). A first run or full refresh
+        stages a plain table."""
         cols = self.catalog.describe_query(compiled_code)
         run.opts.validate_columns(run.model, [c for c, _ in cols], dict(cols))  # first
         # no stage is left over: taking the lock ran the recovery, which drops it
@@ -300,51 +328,57 @@ class RunFlow:
             return Stage()
         info = self.catalog.formatted(run.target)
         provider = info.get("Provider", "parquet")
-        single = self._single_partition(run, provider)
-        stage = Stage(safety.new_run_id(), info["Location"], provider, single)
-        props = {safety.P_TARGET: str(run.target)}
-        if single is not None:
-            props[safety.P_PARTITION] = json.dumps(
-                dict(zip(run.opts.partition_by, single, strict=True))
-            )
+        if single is not None and provider.lower() not in safety.BY_NAME_FORMATS:
+            # its files must not hold the partition columns: a staging table, in a directory
+            # of its own (the one the lock names is left unwritten)
+            single, run_id = None, safety.new_run_id()
+        stage = Stage(run_id, info["Location"], provider, single, tuple(cols))
+        if stage.bare:
+            self.run(S.write_directory(stage.directory, provider, compiled_code))
+            return stage
         self.run(
             self._create(
                 run,
                 run.tables.stage,
                 [],
-                props,
+                {safety.P_TARGET: str(run.target)},
                 location=stage.directory,
                 as_select=compiled_code,
                 provider=provider,
-                partition_by=() if single is not None else None,
             )
         )
         return stage
 
     @staticmethod
-    def _single_partition(run: ChainRun, provider: str) -> Values | None:
-        """The one partition a run can write, when chain_partition gives every partition
-        column and the stage is published as it is (no merge of a snapshot write) in a format
-        that reads columns by name; else None (a stage partitioned like its target)."""
+    def _single_partition(run: ChainRun) -> Values | None:
+        """The one partition a run of an existing chain can write, when chain_partition gives
+        every partition column and the stage is published as it is (no merge of a snapshot
+        write); else None (a stage partitioned like its target). Its target must also read
+        columns by name (_stage)."""
         spec, opts = run.settings.chain_partition, run.opts
-        if not spec or any(c not in spec for c in opts.partition_by):
+        if not run.publishes or not spec or any(c not in spec for c in opts.partition_by):
             return None
         if run.branch == "snapshot" and snapshot_write_needs_merge(opts):
-            return None
-        if provider.lower() not in safety.BY_NAME_FORMATS:
             return None
         return tuple(str(spec[c]) for c in opts.partition_by)
 
     def _plan(
-        self, run: ChainRun, stored: Mapping[str, str], names: frozenset[str] | None
+        self,
+        run: ChainRun,
+        stage: Stage,
+        stored: Mapping[str, str],
+        names: frozenset[str] | None,
     ) -> WritePlan:
         """Check the staged rows (refused: nothing published), create the branches on a first
         run, and decide the partitions this run writes (the model's and the empty ones).
         `stored`: the snapshot branch's properties read under the lock; `names`: the chain's
         tables as the lock's recovery listed them."""
         tables, opts, cat = run.tables, run.opts, self.catalog
-        stage_cols = cat.describe(tables.stage)
-        staged, lowest = checks.check_stage(cat, run.settings, str(tables.stage), stage_cols)
+        # a bare directory holds the model's columns as DESCRIBE QUERY gave them
+        stage_cols = list(stage.columns) if stage.bare else cat.describe(tables.stage)
+        staged, lowest = checks.check_stage(
+            cat, run.settings, stage.source(tables.stage), stage_cols
+        )
         checks.check_partition_times(run.settings, staged)
         props = opts.to_properties()
         added_at = None
@@ -418,7 +452,8 @@ class RunFlow:
         )
 
     def _write(self, run: ChainRun, stage: Stage, plan: WritePlan) -> bool:
-        """Write or publish the planned partitions; True when the publish dropped the stage."""
+        """Write or publish the planned partitions; True when no staging table is left (the
+        publish dropped it, or the rows were staged in a bare directory)."""
         tables, opts, loaded = run.tables, run.opts, plan.loaded
         renderer = loaded.renderer()
         target = run.target
@@ -438,14 +473,13 @@ class RunFlow:
                 target, tables.pub, opts.partition_by, plan.written, existing=before
             )
             return False
-        if stage.partition is not None:  # its directory is the one partition, rows or none
+        if stage.bare:  # its directory is the one partition, rows or none
             if stage.partition not in plan.written:  # --empty: nothing to publish
-                self.run(S.drop_table(str(tables.stage)))
                 self.publisher.gc(tables, [stage.directory])
                 return True
             self.publisher.publish(
                 target,
-                tables.stage,
+                None,
                 opts.partition_by,
                 plan.written,
                 existing=before,

@@ -3,7 +3,8 @@
 Publishing. Spark's INSERT OVERWRITE of a parquet partition deletes the old files, then moves the
 new ones in: a crash in between loses the partition. So a chain write never overwrites in place.
 It writes the new partitions to a fresh directory of their own, `<table>/_chain_v/<run id>/...`
-(a staging table there; `_` directories are invisible to the table), checks them, then switches
+(a staging table there, or for a run of one partition the bare directory, which the lock names;
+`_` directories are invisible to the table), checks them, then switches
 each partition to its new directory with one metastore operation (`ALTER TABLE ... PARTITION ...
 SET LOCATION`, or `ADD PARTITION ... LOCATION`). A reader sees a partition's old or new
 directory, never a mix. Old directories are deleted after the switch, through a managed scratch
@@ -36,6 +37,9 @@ P_REPLACES = "chaintable.stage.replaces"  # {partition path: directory it had be
 # a stage without partitions holds the rows of this one partition of its target (JSON:
 # {column: value})
 P_PARTITION = "chaintable.stage.partition"
+# on the lock of a run that stages its one partition in a bare directory (no staging table):
+# the run id naming that directory below its target's location (version_location)
+P_STAGE_RUN = "chaintable.stage.run"
 # file formats that read columns by name: a partition's files may then hold its partition
 # columns too (a stage without partitions publishes its directory as they are)
 BY_NAME_FORMATS = frozenset({"parquet", "orc"})
@@ -84,6 +88,12 @@ def new_run_id(now: dt.datetime | None = None) -> str:
 
 def version_location(table_location: str, run_id: str) -> str:
     return f"{table_location.rstrip('/')}/{VERSIONS_DIR}/{run_id}"
+
+
+def is_version(location: str, run_id: str) -> bool:
+    """Whether `location` (as the metastore prints it) is run `run_id`'s directory: compared by
+    its last two path elements, which a metastore's spelling of the scheme leaves alone."""
+    return location.rstrip("/").endswith(f"/{VERSIONS_DIR}/{run_id}")
 
 
 @dataclass(frozen=True)

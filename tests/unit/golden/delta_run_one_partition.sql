@@ -1,6 +1,6 @@
 SHOW TABLES IN s LIKE 't__snapshot|t__delta'
 ;
-CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.operation' = 'run of model \'t\'', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>') AS SELECT 1 AS locked
+CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.operation' = 'run of model \'t\'', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>', 'chaintable.stage.partition' = '{"region": "US", "dt": "20250105"}', 'chaintable.stage.run' = 'RUN0001', 'chaintable.stage.target' = 's.t__delta') AS SELECT 1 AS locked
 ;
 SHOW TABLES IN s LIKE 't__*'
 ;
@@ -10,17 +10,10 @@ DESCRIBE QUERY SELECT * FROM s.src
 ;
 DESCRIBE FORMATTED s.t__delta
 ;
-CREATE TABLE s.t__chain_stage
-USING parquet
-OPTIONS ('partitionOverwriteMode' = 'dynamic')
-LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001'
-TBLPROPERTIES ('chaintable.stage.partition' = '{"region": "US", "dt": "20250105"}', 'chaintable.stage.target' = 's.t__delta')
-AS
+INSERT OVERWRITE DIRECTORY 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001' USING parquet
 SELECT * FROM s.src
 ;
-DESCRIBE TABLE s.t__chain_stage
-;
-SELECT `region`, `dt`, count(*), count(DISTINCT `id`, `region`), count_if(`id` IS NULL OR `region` IS NULL OR `dt` IS NULL), count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), count_if(false), NOT ((`region` = 'US' AND `dt` = '20250105')), min(CAST(`seq` AS BIGINT)), count_if(`seq` IS NULL) FROM (SELECT * FROM s.t__chain_stage) __s GROUP BY `region`, `dt`
+SELECT `region`, `dt`, count(*), count(DISTINCT `id`, `region`), count_if(`id` IS NULL OR `region` IS NULL OR `dt` IS NULL), count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), count_if(false), NOT ((`region` = 'US' AND `dt` = '20250105')), min(CAST(`seq` AS BIGINT)), count_if(`seq` IS NULL) FROM (SELECT * FROM parquet.`file:/warehouse/s.db/t__delta/_chain_v/RUN0001`) __s GROUP BY `region`, `dt`
 ;
 DESCRIBE TABLE s.t__snapshot
 ;
@@ -29,8 +22,6 @@ SHOW PARTITIONS s.t__snapshot
 SHOW PARTITIONS s.t__delta
 ;
 ALTER TABLE s.t__delta ADD PARTITION (`region` = 'US', `dt` = '20250105') LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001'
-;
-DROP TABLE IF EXISTS s.t__chain_stage
 ;
 CREATE TABLE s.t__cumulative (`id` int, `v` string, `op` string, `seq` bigint, `ct__mask` bigint, `region` string, `dt` string, `ct__stamp` string)
 USING parquet

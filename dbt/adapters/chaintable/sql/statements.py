@@ -80,6 +80,16 @@ def create_table(
     return "\n".join(sql)
 
 
+def write_directory(location: str, file_format: str, sql: str) -> str:
+    """A query's rows as files of `file_format` in `location`, outside every table."""
+    return f"INSERT OVERWRITE DIRECTORY {string(location)} USING {file_format}\n{sql}"
+
+
+def files(location: str, file_format: str) -> str:
+    """The files of `location` as a relation (Spark's `format`.`path`)."""
+    return f"{file_format}.{q(location)}"
+
+
 def create_scratch_as(relation: str, sql: str) -> str:
     """A plain parquet table holding a query's rows (a first run's stage)."""
     return f"CREATE TABLE {relation} USING parquet AS\n{sql}"
@@ -108,6 +118,10 @@ def unset_properties(relation: str, keys: Sequence[str]) -> str:
         f"ALTER TABLE {relation} UNSET TBLPROPERTIES IF EXISTS "
         f"({', '.join(string(k) for k in sorted(keys))})"
     )
+
+
+def set_view_properties(relation: str, props: Mapping[str, str]) -> str:
+    return f"ALTER VIEW {relation} SET TBLPROPERTIES ({properties_sql(props)})"
 
 
 def drop_table(relation: str) -> str:
