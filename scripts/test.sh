@@ -10,9 +10,10 @@ bash scripts/lint.sh
 echo "lint: ruff and mypy passed"
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$repo/.venv/bin/python"
 set +e
-# two workers, each file on one of them (a file's fixtures, such as its Thrift Server, are
-# started once); CHAINTABLE_TEST_WORKERS=0 runs in this process
-.venv/bin/python -m pytest -ra --durations=25 -n "${CHAINTABLE_TEST_WORKERS:-2}" --dist loadfile "${@:-tests}"
+# two workers, each test to whichever is free, but the tests of the Thrift Server all on one
+# (tests/functional/conftest.py groups them, so the server starts once); a file to a worker
+# left one running alone for ~3 minutes at the end. CHAINTABLE_TEST_WORKERS=0 runs in this process
+.venv/bin/python -m pytest -ra --durations=25 -n "${CHAINTABLE_TEST_WORKERS:-2}" --dist loadgroup "${@:-tests}"
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then echo "test.sh: pytest collected no tests: failing" >&2; exit 1; fi

@@ -205,6 +205,14 @@ def project(spark, spark_root, tmp_path) -> Project:
     spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of the Thrift Server run in one worker (scripts/test.sh: --dist loadgroup), which
+    starts it once; the others go to whichever worker is free."""
+    for item in items:
+        if "thrift_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("thrift_server"))
+
+
 @pytest.fixture(scope="session")
 def thrift_server(tmp_path_factory):
     """One Spark Thrift Server per test process, for the files that use it."""
