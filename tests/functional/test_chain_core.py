@@ -207,6 +207,32 @@ def test_compaction_of_a_bucketed_chain_writes_its_buckets(project):
     assert files and all(re.search(r"_0000[01]\.c000", f) for f in files), files
 
 
+def test_a_bucketed_chain_stages_a_run_of_one_partition_in_bucket_files(project):
+    """A run of one partition stages it in a bare directory, unless the table has buckets: the
+    files published as the partition must be the bucket files a staging table lays out."""
+    p = project
+    rows = [(i, f"v{i}", "20250801") for i in range(1, 9)] + [(2, "x", "20250802")]
+    p.table("changes", "id int, v string, dt string", rows + [(9, "n", "20250802")])
+    p.model("t", BUCKETED.replace("buckets=2", "buckets=2, chain_partition={'dt': var('dt')}"))
+    for d in ("20250801", "20250802"):
+        day(p, d)
+    expected = sorted([(i, f"v{i}") for i in (1, 3, 4, 5, 6, 7, 8)] + [(2, "x"), (9, "n")])
+    assert read(p, "dt = '20250802'") == expected
+    info: dict = {}  # the partition's own rows come first (then the table's Location)
+    for r in p.spark.sql(
+        f"DESCRIBE FORMATTED {p.schema}.t__delta PARTITION (dt = '20250802')"
+    ).collect():
+        info.setdefault(str(r[0]).strip(), str(r[1]).strip())
+    assert "_chain_v" in info["Location"]
+    files = [
+        f for f in os.listdir(info["Location"].removeprefix("file:")) if f.endswith(".parquet")
+    ]
+    assert files and all(re.search(r"_0000[01]\.c000", f) for f in files), files
+    # staged in a table (the cumulative delta's build alone writes a directory)
+    assert re.search(r"INSERT OVERWRITE DIRECTORY '[^']*/t__delta/", p.log_text()) is None
+    assert "CREATE TABLE" in p.log_text() and "t__chain_stage" in p.log_text()
+
+
 def test_idempotent_rerun_and_delta_rewrite_invalidates_snapshot(simple):
     p = simple
     day(p, "20250803")

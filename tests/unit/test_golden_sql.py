@@ -233,6 +233,25 @@ def test_delta_run_of_one_partition_stages_it_without_partitions_and_publishes_i
     ) in conns.statements
 
 
+def test_a_bucketed_chain_stages_its_one_partition_in_a_bucketed_table():
+    """Bucket files are laid out by a table's write: a bucketed chain's run of one partition
+    stages it in a staging table bucketed like the target, in a directory of another run id
+    than the one the lock names (which stays unwritten)."""
+    conns, adapter, rel = setup()
+    conns.answer("count_if(", [("US", "20250105", 2, 2, 0, 0, 0, False, 7, 0)])
+    spec = {"region": "US", "dt": "20250105"}
+    config = {**CONFIG, "chain_partition": spec, "clustered_by": "id", "buckets": 4}
+    assert model_run(conns, adapter, rel, config, True) == "OK: 1 delta partition(s)"
+    stage_writes = "INSERT OVERWRITE DIRECTORY 'file:/warehouse/s.db/t__delta"
+    assert not [s for s in conns.statements if s.startswith(stage_writes)]
+    create = next(s for s in conns.statements if s.startswith("CREATE TABLE s.t__chain_stage"))
+    assert "CLUSTERED BY (`id`) INTO 4 BUCKETS" in create
+    assert "LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0002'" in create
+    lock = next(s for s in conns.statements if s.startswith("CREATE VIEW s.t__chain_lock"))
+    assert "'chaintable.stage.run' = 'RUN0001'" in lock
+    assert "DROP TABLE IF EXISTS s.t__chain_stage" in conns.statements
+
+
 @pytest.mark.parametrize(
     "spec",
     [{"region": "US", "dt": "2025-01-05"}, {"dt": "2025-01-05"}],

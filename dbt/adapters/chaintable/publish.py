@@ -42,7 +42,8 @@ class Publisher:
         # {lock view: dbt invocation holding it}: a nested operation of the same invocation (a
         # run's automatic expiration) does not take the lock again
         self._held: dict[str, str] = {}
-        # {lock view: what it records of its run's bare stage directory}, as written to it
+        # {lock view: what the lock records of its run's bare stage directory}, from when the
+        # directory is written (staged) until it is published: what a failure in between leaves
         self._stages: dict[str, dict[str, str]] = {}
 
     # ---- the lock -----------------------------------------------------------------------------
@@ -60,7 +61,7 @@ class Publisher:
             yield None
             return
         broken = self._acquire(tables, operation, me, stage or {})
-        self._held[key], self._stages[key] = me.invocation, dict(stage or {})
+        self._held[key] = me.invocation
         try:
             yield self.recover(tables, broken)
         except safety.SimulatedCrash:
@@ -75,6 +76,11 @@ class Publisher:
             raise
         self._release(key)
         self.run(S.drop_view(str(tables.lock)))
+
+    def staged(self, tables: ChainTables, record: Mapping[str, str]) -> None:
+        """The run holding the lock wrote the bare stage directory its lock names (`record`:
+        the lock's stage properties): a failure before its publish deletes it."""
+        self._stages[str(tables.lock)] = dict(record)
 
     def _release(self, key: str) -> dict[str, str]:
         """Forget holding lock `key`; returns what it recorded of a bare stage directory."""
@@ -163,8 +169,9 @@ class Publisher:
     def _unpublished(self, rel: BaseRelation, target: str, single: str | None) -> list[str]:
         """Directories of a leftover staging table that its target does not reference.
         `single`: the one partition a stage without partitions holds ({column: value}, JSON;
-        staged so by an earlier version, which kept such a stage in a table), compared by value with the target's partitions as SHOW PARTITIONS prints them (it
-        escapes values and spells columns as the table does)."""
+        an earlier version staged one partition so), compared by value with the target's
+        partitions as SHOW PARTITIONS prints them (it escapes values and spells columns as the
+        table does)."""
         cat = self.catalog
         root = cat.location(rel)
         if single is not None:  # its directory is that partition's once published
@@ -319,6 +326,8 @@ class Publisher:
         safety.failpoint("publish.done")
         if source is not None:
             self.run(S.drop_table(str(source)))  # external: its published files stay
+        else:  # published: a later failure of the run has no stage directory to delete
+            self._stages.pop(str(ChainTables.of_branch(target).lock), None)
         if old_dirs:  # nothing switched away: nothing to delete (the lock's recovery already
             # collected what a crashed writer left in the scratch table)
             cat.changed()

@@ -85,7 +85,7 @@ class ChainRun:
 class Stage:
     """Where the model's rows were staged: on an existing chain, a fresh directory below the
     target branch (`location`), in the target's file format: an external table's, or for a run
-    of one partition the bare directory."""
+    of one partition of an unbucketed parquet or ORC table the bare directory."""
 
     run_id: str = ""
     location: str = ""
@@ -240,8 +240,8 @@ class RunFlow:
         clock = Stopwatch()
         single = self._single_partition(run)
         run_id = safety.new_run_id()
-        # a run of one partition stages it in a bare directory, which the lock names (for the
-        # recovery after a crash) until the partition is published
+        # a run of one partition stages it in a bare directory, which the lock names from the
+        # start (for the recovery after a crash: a published directory is kept)
         bare = (
             {
                 safety.P_STAGE_RUN: run_id,
@@ -255,7 +255,7 @@ class RunFlow:
         )
         with self.publisher.locked(run.tables, f"run of model '{run.model}'", bare) as names:
             stored = self._stored_properties(run)
-            stage = self._stage(run, compiled_code, run_id, single)
+            stage = self._stage(run, compiled_code, run_id, single, bare)
             safety.failpoint("run.staged")
             plan = self._plan(run, stage, stored, names)
             if run.publishes:
@@ -313,13 +313,18 @@ class RunFlow:
         )
 
     def _stage(
-        self, run: ChainRun, compiled_code: str, run_id: str, single: Values | None
+        self,
+        run: ChainRun,
+        compiled_code: str,
+        run_id: str,
+        single: Values | None,
+        bare: Mapping[str, str] | None,
     ) -> Stage:
         """The model's rows, once. On an existing chain they go to a fresh directory below the
         target branch: `single`, the one partition the run can write (_single_partition), in a
-        bare directory; else an external table partitioned like the target. After the checks
-        the partitions are published as they are (safety.py). A first run or full refresh
-        stages a plain table."""
+        bare directory (`bare`: what the lock records of it); else an external table
+        partitioned and bucketed like the target. After the checks the partitions are
+        published as they are (safety.py). A first run or full refresh stages a plain table."""
         cols = self.catalog.describe_query(compiled_code)
         run.opts.validate_columns(run.model, [c for c, _ in cols], dict(cols))  # first
         # no stage is left over: taking the lock ran the recovery, which drops it
@@ -328,13 +333,15 @@ class RunFlow:
             return Stage()
         info = self.catalog.formatted(run.target)
         provider = info.get("Provider", "parquet")
-        if single is not None and provider.lower() not in safety.BY_NAME_FORMATS:
-            # its files must not hold the partition columns: a staging table, in a directory
-            # of its own (the one the lock names is left unwritten)
+        bucketed = bool(run.settings.buckets) or int(info.get("Num Buckets") or 0) > 0
+        if single is not None and (provider.lower() not in safety.BY_NAME_FORMATS or bucketed):
+            # files that must not hold the partition columns, or bucket files: a staging table
+            # lays them out, in a directory of its own (the one the lock names stays unwritten)
             single, run_id = None, safety.new_run_id()
         stage = Stage(run_id, info["Location"], provider, single, tuple(cols))
         if stage.bare:
             self.run(S.write_directory(stage.directory, provider, compiled_code))
+            self.publisher.staged(run.tables, bare or {})
             return stage
         self.run(
             self._create(
@@ -354,7 +361,7 @@ class RunFlow:
         """The one partition a run of an existing chain can write, when chain_partition gives
         every partition column and the stage is published as it is (no merge of a snapshot
         write); else None (a stage partitioned like its target). Its target must also read
-        columns by name (_stage)."""
+        columns by name and have no buckets (_stage)."""
         spec, opts = run.settings.chain_partition, run.opts
         if not run.publishes or not spec or any(c not in spec for c in opts.partition_by):
             return None

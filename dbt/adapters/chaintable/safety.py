@@ -34,8 +34,8 @@ P_SINCE = "chaintable.lock.since"
 P_OPERATION = "chaintable.lock.operation"
 P_TARGET = "chaintable.stage.target"
 P_REPLACES = "chaintable.stage.replaces"  # {partition path: directory it had before the switch}
-# a stage without partitions holds the rows of this one partition of its target (JSON:
-# {column: value})
+# the one partition of its target that a run's bare stage directory holds (on the lock; an
+# earlier version put it on a staging table without partitions), JSON: {column: value}
 P_PARTITION = "chaintable.stage.partition"
 # on the lock of a run that stages its one partition in a bare directory (no staging table):
 # the run id naming that directory below its target's location (version_location)
