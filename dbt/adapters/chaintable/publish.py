@@ -132,8 +132,9 @@ class Publisher:
             schema_of(tables.view), name_of(tables.view) + CHAIN_PATTERN
         )
         garbage: list[str] = []
-        run_id, branch = (lock or {}).get(safety.P_STAGE_RUN), (lock or {}).get(safety.P_TARGET)
-        if lock and run_id and branch and branch.rsplit(".", 1)[-1].strip("`").lower() in present:
+        lock = lock or {}
+        run_id, branch = lock.get(safety.P_STAGE_RUN), lock.get(safety.P_TARGET)
+        if run_id and branch and branch.rsplit(".", 1)[-1].strip("`").lower() in present:
             garbage += self._unpublished_directory(branch, run_id, lock.get(safety.P_PARTITION))
             garbage += self._switched_away(branch, json.loads(lock.get(safety.P_REPLACES, "{}")))
         for rel in (tables.stage, tables.pub):
@@ -155,31 +156,28 @@ class Publisher:
     def _unpublished_directory(self, target: str, run_id: str, single: str | None) -> list[str]:
         """A run's bare stage directory (safety.P_STAGE_RUN) unless its one partition `single`
         ({column: value}, JSON) references it: then it was published."""
-        cat = self.catalog
-        if single is not None:
-            spec = json.loads(single)
-            cols, values = list(spec), tuple(str(v) for v in spec.values())
-            listed = {parse_partition_path(p, cols) for p in cat.partition_paths(target)}
-            if values in listed and safety.is_version(
-                cat.partition_location(target, cols, values), run_id
-            ):
-                return []
-        return [safety.version_location(cat.location(target), run_id)]
+        where = self._single_location(target, single) if single is not None else None
+        if where is not None and safety.is_version(where, run_id):
+            return []
+        return [safety.version_location(self.catalog.location(target), run_id)]
+
+    def _single_location(self, target: str, single: str) -> str | None:
+        """The location of `target`'s partition `single` ({column: value}, JSON), None while
+        it has none. Compared by value with the partitions as SHOW PARTITIONS prints them (it
+        escapes values and spells columns as the table does)."""
+        spec = json.loads(single)
+        cols, values = list(spec), tuple(str(v) for v in spec.values())
+        listed = {parse_partition_path(p, cols) for p in self.catalog.partition_paths(target)}
+        return self.catalog.partition_location(target, cols, values) if values in listed else None
 
     def _unpublished(self, rel: BaseRelation, target: str, single: str | None) -> list[str]:
         """Directories of a leftover staging table that its target does not reference.
-        `single`: the one partition a stage without partitions holds ({column: value}, JSON;
-        an earlier version staged one partition so), compared by value with the target's
-        partitions as SHOW PARTITIONS prints them (it escapes values and spells columns as the
-        table does)."""
+        `single`: the one partition a stage without partitions holds (_single_location; an
+        earlier version staged one partition so)."""
         cat = self.catalog
         root = cat.location(rel)
         if single is not None:  # its directory is that partition's once published
-            spec = json.loads(single)
-            cols, values = list(spec), tuple(str(v) for v in spec.values())
-            listed = {parse_partition_path(p, cols) for p in cat.partition_paths(target)}
-            published = values in listed and cat.partition_location(target, cols, values) == root
-            return [] if published else [root]
+            return [] if self._single_location(target, single) == root else [root]
         parts = cat.partition_paths(rel)
         cols = _columns_of(parts[0]) if parts else []
         target_parts = set(cat.partition_paths(target))
