@@ -465,6 +465,25 @@ def test_chain_partition_spelt_otherwise_than_spark_names_the_partition_is_refus
         (2, "b", "US"),
         (3, "c", "US"),
     ]
+    # a day without rows is named from chain_partition alone: Spark is asked for the typed
+    # value first, and '03' (which it holds as 3) is refused the same way
+    for spec in ({"d": "03"}, {"region": "CN", "d": "03"}):
+        p.dbt("run", vars={"spec": spec}, expect_ok=False)
+        assert (
+            f"chain_partition {spec} gives column 'd' (int) the value '03', which Spark holds "
+            "as '3'; give chain_partition the value as SHOW PARTITIONS prints it; nothing was "
+            "written"
+        ) in p.log_text()
+        assert p.partitions("t__delta") == ["region=CN/d=2", "region=US/d=2"]
+    p.dbt("run", vars={"spec": {"d": "3"}})
+    assert p.partitions("t__delta") == [
+        "region=CN/d=2", "region=CN/d=3", "region=US/d=2", "region=US/d=3"
+    ]  # fmt: skip
+    assert p.rows("select id, v, region from {s}.t where d = 3") == [
+        (1, "a2", "CN"),
+        (2, "b", "US"),
+        (3, "c", "US"),
+    ]
 
 
 def test_several_chain_models_in_one_parallel_run(project):

@@ -167,10 +167,17 @@ def test_status():
 
 
 def model_run(
-    conns: FakeConnections, adapter: Any, rel: Any, config: dict[str, Any], exists: bool
+    conns: FakeConnections,
+    adapter: Any,
+    rel: Any,
+    config: dict[str, Any],
+    exists: bool,
+    columns: list[tuple[str, str]] = COLUMNS,
 ) -> str:
-    conns.query_columns = list(COLUMNS)
-    conns.query_partitions = [f"region={r[0]}/dt={r[1]}" for _, rows in conns.answers for r in rows]
+    conns.query_columns = list(columns)
+    conns.query_partitions = [
+        f"region={r[0]}/dt={r[1]}" for _, rows in conns.answers for r in rows if len(r) > 1
+    ]
     adapter.get_relation = lambda database, schema, identifier: rel if exists else None
     run = adapter.chain_prepare(rel, "t", config, False, False)
     return adapter.chain_execute(run, "SELECT * FROM s.src")
@@ -250,6 +257,37 @@ def test_a_bucketed_chain_stages_its_one_partition_in_a_bucketed_table():
     lock = next(s for s in conns.statements if s.startswith("CREATE VIEW s.t__chain_lock"))
     assert "'chaintable.stage.run' = 'RUN0001'" in lock
     assert "DROP TABLE IF EXISTS s.t__chain_stage" in conns.statements
+
+
+@pytest.mark.parametrize(
+    ("held", "shown"), [((20250105,), "'20250105'"), ((None,), "no value")], ids=["cast", "null"]
+)
+def test_an_empty_day_refuses_a_chain_partition_value_spark_holds_otherwise(held, shown):
+    """A day without rows is named from chain_partition alone: on an int column '0020250105'
+    would become partition 20250105, not the one the run and its recovery look for by name.
+    The run asks Spark for the typed value and refuses before anything is written."""
+    conns, adapter, rel = setup()
+    conns.answer("count_if(", [])
+    conns.answer("SELECT CAST('0020250105' AS int)", [held])
+    columns = [(c, "int" if c == "dt" else t) for c, t in COLUMNS]
+    spec = {"region": "US", "dt": "0020250105"}
+    with pytest.raises(Exception, match="which Spark holds as") as e:
+        model_run(conns, adapter, rel, {**CONFIG, "chain_partition": spec}, True, columns)
+    assert str(e.value).endswith(
+        f"chain_incremental model 't': chain_partition {spec} gives column 'dt' (int) the value "
+        f"'0020250105', which Spark holds as {shown}; give chain_partition the value as SHOW "
+        "PARTITIONS prints it; nothing was written"
+    )
+    assert "SELECT CAST('0020250105' AS int)" in conns.statements
+    assert not [s for s in conns.statements if s.startswith("ALTER TABLE s.t__delta")]
+
+
+def test_an_empty_day_of_string_partition_values_asks_spark_nothing_more():
+    conns, adapter, rel = setup()
+    conns.answer("count_if(", [])
+    spec = {"region": "US", "dt": "20250111"}
+    model_run(conns, adapter, rel, {**CONFIG, "chain_partition": spec}, True)
+    assert not [s for s in conns.statements if s.startswith("SELECT CAST(")]
 
 
 @pytest.mark.parametrize(

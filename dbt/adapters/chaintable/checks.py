@@ -100,6 +100,8 @@ def check_stage(
         )
     if spec:
         check_spelling(settings, spec, parts)
+        if not parts:
+            check_empty_spelling(catalog, settings, spec, dict(columns))
     lowest = {
         p: float(r[n + 6])
         for p, r in zip(parts, summary, strict=True)
@@ -125,6 +127,33 @@ def check_spelling(
                 "differently; give chain_partition the value as SHOW PARTITIONS prints it; "
                 "nothing was written"
             )
+
+
+def check_empty_spelling(
+    catalog: Catalog, settings: ModelSettings, spec: Mapping[str, str], types: Mapping[str, str]
+) -> None:
+    """check_spelling for a day without rows, whose empty partitions are named from
+    chain_partition alone: each value of a column that is not a string, cast to the column's
+    type, must print as given. Otherwise the partition Spark adds ('05' on an int column
+    becomes 5) is not the one the run and its crash recovery look for by name."""
+    typed = [(c, v, types[c]) for c, v in spec.items() if not _is_string(types.get(c, "string"))]
+    if not typed:
+        return
+    held = catalog.runner.fetch(stage_sql.typed_values_sql([(v, t) for _, v, t in typed]))[0]
+    for (column, value, spark_type), cast in zip(typed, held, strict=True):
+        if cast is None or str(cast) != value:
+            shown = "no value" if cast is None else repr(str(cast))
+            raise ChainConfigError(
+                f"chain_incremental model '{settings.model}': chain_partition {dict(spec)} "
+                f"gives column '{column}' ({spark_type}) the value {value!r}, which Spark "
+                f"holds as {shown}; give chain_partition the value as SHOW PARTITIONS prints "
+                "it; nothing was written"
+            )
+
+
+def _is_string(spark_type: str) -> bool:
+    t = spark_type.lower()
+    return t == "string" or t.startswith(("varchar", "char"))
 
 
 def check_chain_partition(settings: ModelSettings, spec: Mapping[str, str]) -> None:

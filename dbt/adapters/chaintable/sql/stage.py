@@ -16,7 +16,7 @@ from dbt.adapters.chaintable.sql.merge import (
     refusal,
     value_columns,
 )
-from dbt.adapters.chaintable.sql.quoting import cols_sql, q, string
+from dbt.adapters.chaintable.sql.quoting import cols_sql, literal, q, string
 
 
 def _pk_null(opts: ChainOptions) -> str:
@@ -131,3 +131,9 @@ def tied_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> str
         f"SELECT {cols_sql(shown)}, count(*) FROM ({rows}) __t GROUP BY {', '.join(group)} "
         f"HAVING {having} LIMIT 1"
     )
+
+
+def typed_values_sql(values: Sequence[tuple[str, str]]) -> str:
+    """Each (value, type) cast to its type: a partition value as Spark holds it, for comparing
+    its spelling with the one a partition is named by (see checks.check_spelling)."""
+    return "SELECT " + ", ".join(literal(v, t) for v, t in values)
