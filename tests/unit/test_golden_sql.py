@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from dbt.adapters.chaintable import safety
-from dbt.adapters.chaintable.options import P_BRANCH, P_VIEW_RECENT, ChainOptions
+from dbt.adapters.chaintable.options import P_BRANCH, P_VIEW_RECENT, ChainConfigError, ChainOptions
 from tests.unit.fake_catalog import FakeConnections, fake_adapter
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -259,27 +259,44 @@ def test_a_bucketed_chain_stages_its_one_partition_in_a_bucketed_table():
     assert "DROP TABLE IF EXISTS s.t__chain_stage" in conns.statements
 
 
+INT_DT = [(c, "int" if c == "dt" else t) for c, t in COLUMNS]
+
+
 @pytest.mark.parametrize(
-    ("held", "shown"), [((20250105,), "'20250105'"), ((None,), "no value")], ids=["cast", "null"]
+    ("held", "shown"), [(("20250105",), "'20250105'"), ((None,), "no value")], ids=["cast", "null"]
 )
 def test_an_empty_day_refuses_a_chain_partition_value_spark_holds_otherwise(held, shown):
     """A day without rows is named from chain_partition alone: on an int column '0020250105'
     would become partition 20250105, not the one the run and its recovery look for by name.
-    The run asks Spark for the typed value and refuses before anything is written."""
-    conns, adapter, rel = setup()
+    The run asks Spark how it spells the typed value and refuses before anything is written."""
+    conns, adapter, rel = setup(columns=INT_DT)
     conns.answer("count_if(", [])
-    conns.answer("SELECT CAST('0020250105' AS int)", [held])
-    columns = [(c, "int" if c == "dt" else t) for c, t in COLUMNS]
+    conns.answer("SELECT CAST(CAST('0020250105' AS int) AS STRING)", [held])
     spec = {"region": "US", "dt": "0020250105"}
-    with pytest.raises(Exception, match="which Spark holds as") as e:
-        model_run(conns, adapter, rel, {**CONFIG, "chain_partition": spec}, True, columns)
+    with pytest.raises(ChainConfigError) as e:
+        model_run(conns, adapter, rel, {**CONFIG, "chain_partition": spec}, True, INT_DT)
     assert str(e.value).endswith(
         f"chain_incremental model 't': chain_partition {spec} gives column 'dt' (int) the value "
         f"'0020250105', which Spark holds as {shown}; give chain_partition the value as SHOW "
         "PARTITIONS prints it; nothing was written"
     )
-    assert "SELECT CAST('0020250105' AS int)" in conns.statements
     assert not [s for s in conns.statements if s.startswith("ALTER TABLE s.t__delta")]
+
+
+def test_an_empty_day_takes_a_chain_partition_value_spark_spells_alike():
+    """The model may spell the column otherwise (DT): its type is still found."""
+    conns, adapter, rel = setup(columns=INT_DT)
+    conns.answer("count_if(", [])
+    conns.answer("SELECT CAST(CAST('20250111' AS int) AS STRING)", [("20250111",)])
+    spec = {"region": "US", "dt": "20250111"}
+    columns = [("DT" if c == "dt" else c, t) for c, t in INT_DT]
+    msg = model_run(conns, adapter, rel, {**CONFIG, "chain_partition": spec}, True, columns)
+    assert msg == "OK: 1 delta partition(s)"
+    assert "SELECT CAST(CAST('20250111' AS int) AS STRING)" in conns.statements
+    assert (
+        "ALTER TABLE s.t__delta ADD PARTITION (`region` = 'US', `dt` = '20250111') LOCATION "
+        "'file:/warehouse/s.db/t__delta/_chain_v/RUN0001'"
+    ) in conns.statements
 
 
 def test_an_empty_day_of_string_partition_values_asks_spark_nothing_more():
@@ -287,7 +304,7 @@ def test_an_empty_day_of_string_partition_values_asks_spark_nothing_more():
     conns.answer("count_if(", [])
     spec = {"region": "US", "dt": "20250111"}
     model_run(conns, adapter, rel, {**CONFIG, "chain_partition": spec}, True)
-    assert not [s for s in conns.statements if s.startswith("SELECT CAST(")]
+    assert not [s for s in conns.statements if s.startswith("SELECT CAST(CAST(")]
 
 
 @pytest.mark.parametrize(

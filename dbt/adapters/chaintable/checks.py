@@ -136,7 +136,9 @@ def check_empty_spelling(
     chain_partition alone: each value of a column that is not a string, cast to the column's
     type, must print as given. Otherwise the partition Spark adds ('05' on an int column
     becomes 5) is not the one the run and its crash recovery look for by name."""
-    typed = [(c, v, types[c]) for c, v in spec.items() if not _is_string(types.get(c, "string"))]
+    by_name = {c.lower(): t for c, t in types.items()}  # the model may spell a column DT
+    typed = [(c, v, by_name.get(c.lower(), "string")) for c, v in spec.items()]
+    typed = [(c, v, t) for c, v, t in typed if not _is_string(t)]
     if not typed:
         return
     held = catalog.runner.fetch(stage_sql.typed_values_sql([(v, t) for _, v, t in typed]))[0]

@@ -21,7 +21,7 @@ SELECT * FROM s.src
 ;
 DESCRIBE TABLE s.t__chain_stage
 ;
-SELECT `region`, `dt`, count(*), count(DISTINCT `id`, `region`), count_if(`id` IS NULL OR `region` IS NULL OR `dt` IS NULL), count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), count_if(false), false, min(CAST(`seq` AS BIGINT)), count_if(`seq` IS NULL) FROM (SELECT * FROM s.t__chain_stage) __s GROUP BY `region`, `dt`
+SELECT CAST(`region` AS STRING), CAST(`dt` AS STRING), count(*), count(DISTINCT `id`, `region`), count_if(`id` IS NULL OR `region` IS NULL OR `dt` IS NULL), count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), count_if(false), false, min(CAST(`seq` AS BIGINT)), count_if(`seq` IS NULL) FROM (SELECT * FROM s.t__chain_stage) __s GROUP BY `region`, `dt`
 ;
 SELECT `id`, `region`, `dt`, `seq`, count(*) FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT * FROM s.t__chain_stage) __raw) __s) __t GROUP BY `id`, `region`, `dt`, `seq`, CASE WHEN __chain_retract THEN 0 ELSE 1 END HAVING count(*) > 1 LIMIT 1
 ;

@@ -21,7 +21,7 @@ SELECT * FROM s.src
 ;
 DESCRIBE TABLE s.t__chain_stage
 ;
-SELECT `region`, `dt`, count(*), count(DISTINCT `id`, `region`), count_if(`id` IS NULL OR `region` IS NULL OR `dt` IS NULL), count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), count_if(false), NOT ((`dt` = '20250111')), min(CAST(`seq` AS BIGINT)), count_if(`seq` IS NULL) FROM (SELECT * FROM s.t__chain_stage) __s GROUP BY `region`, `dt`
+SELECT CAST(`region` AS STRING), CAST(`dt` AS STRING), count(*), count(DISTINCT `id`, `region`), count_if(`id` IS NULL OR `region` IS NULL OR `dt` IS NULL), count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), count_if(false), NOT ((`dt` = '20250111')), min(CAST(`seq` AS BIGINT)), count_if(`seq` IS NULL) FROM (SELECT * FROM s.t__chain_stage) __s GROUP BY `region`, `dt`
 ;
 DESCRIBE TABLE s.t__snapshot
 ;

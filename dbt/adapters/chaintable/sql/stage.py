@@ -64,8 +64,11 @@ def stage_summary_sql(
     keys = list(opts.merge_keys)
     distinct = f"count(DISTINCT {cols_sql(keys)})" if keys else "least(count(*), 1)"
     parts = cols_sql(opts.partition_by)
+    # the values as Spark spells them in a partition's name (a boolean 'true', a timestamp in
+    # the session's time zone), whatever Python type the connection would give
+    named = ", ".join(f"CAST({q(c)} AS STRING)" for c in opts.partition_by)
     return (
-        f"SELECT {parts}, count(*), {distinct}, count_if({_pk_null(opts)}), "
+        f"SELECT {named}, count(*), {distinct}, count_if({_pk_null(opts)}), "
         f"count_if({_bad_kind(opts)}), count_if({_refused(opts, columns)}), "
         f"{'false' if inside is None else f'NOT ({inside})'}"
         + (
@@ -134,6 +137,6 @@ def tied_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> str
 
 
 def typed_values_sql(values: Sequence[tuple[str, str]]) -> str:
-    """Each (value, type) cast to its type: a partition value as Spark holds it, for comparing
-    its spelling with the one a partition is named by (see checks.check_spelling)."""
-    return "SELECT " + ", ".join(literal(v, t) for v, t in values)
+    """Each (value, type) cast to its type and back to a string: a partition value as Spark
+    spells it in the partition's name, as stage_summary_sql gives the staged ones."""
+    return "SELECT " + ", ".join(f"CAST({literal(v, t)} AS STRING)" for v, t in values)
