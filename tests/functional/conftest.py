@@ -29,11 +29,6 @@ def session_params(root: Path) -> dict[str, str]:
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.driver.memory": "2g",
-        # the tests' queries read a few rows each, and nearly every one is a new query shape:
-        # compiling generated code for it costs more CPU than it saves, and the suite is
-        # CPU-bound on two cores (test_chain_core.py: ~305 s with it, ~280 s without). The
-        # same operators run interpreted, with the same results; the benchmarks keep it on
-        "spark.sql.codegen.wholeStage": "false",
     }
 
 
