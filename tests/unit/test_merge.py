@@ -248,7 +248,8 @@ class TestStageChecks:
             )
         )
         assert sql == (
-            "SELECT CAST(`dt` AS STRING), count(*), count(DISTINCT `id`), count_if(`id` IS NULL OR `dt` IS NULL), "
+            "SELECT CAST(`dt` AS STRING), count(*), count(DISTINCT `id`), "
+            "count_if(`id` IS NULL OR `dt` IS NULL), "
             "count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), "
             "count_if(coalesce(`op` IN ('-U', '-D'), false)), NOT (`dt` = '20250101') "
             "FROM (SELECT * FROM stage) __s GROUP BY `dt`"

@@ -14,6 +14,7 @@ from dbt.adapters.chaintable.planner import Values
 from dbt.adapters.chaintable.sql import merge
 from dbt.adapters.chaintable.sql import stage as stage_sql
 from dbt.adapters.chaintable.sql import statements as S
+from dbt.adapters.chaintable.sql.quoting import is_string_type
 from dbt.adapters.chaintable.sql.render import Renderer
 
 Columns = Sequence[tuple[str, str]]
@@ -138,7 +139,7 @@ def check_empty_spelling(
     becomes 5) is not the one the run and its crash recovery look for by name."""
     by_name = {c.lower(): t for c, t in types.items()}  # the model may spell a column DT
     typed = [(c, v, by_name.get(c.lower(), "string")) for c, v in spec.items()]
-    typed = [(c, v, t) for c, v, t in typed if not _is_string(t)]
+    typed = [(c, v, t) for c, v, t in typed if not is_string_type(t)]
     if not typed:
         return
     held = catalog.runner.fetch(stage_sql.typed_values_sql([(v, t) for _, v, t in typed]))[0]
@@ -151,11 +152,6 @@ def check_empty_spelling(
                 f"holds as {shown}; give chain_partition the value as SHOW PARTITIONS prints "
                 "it; nothing was written"
             )
-
-
-def _is_string(spark_type: str) -> bool:
-    t = spark_type.lower()
-    return t == "string" or t.startswith(("varchar", "char"))
 
 
 def check_chain_partition(settings: ModelSettings, spec: Mapping[str, str]) -> None:

@@ -23,10 +23,15 @@ def cols_sql(columns: Sequence[str], alias: str | None = None) -> str:
     return ", ".join(prefix + q(c) for c in columns)
 
 
+def is_string_type(spark_type: str) -> bool:
+    """string, varchar(n) or char(n): a value of the type is its own spelling."""
+    t = spark_type.lower()
+    return t in _STRINGS or t.startswith(("varchar", "char"))
+
+
 def literal(value: str, spark_type: str = "string") -> str:
     """A typed SQL literal for a partition value (constant-folded, so pruning still works)."""
-    t = spark_type.lower()
-    if t in _STRINGS or t.startswith("varchar") or t.startswith("char"):
+    if is_string_type(spark_type):
         return string(value)
     return f"CAST({string(value)} AS {spark_type})"
 
