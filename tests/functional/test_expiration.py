@@ -118,6 +118,38 @@ def test_max_num_limits_segments_per_run(project):
     assert p.partitions("t__snapshot") == ["region=CN/dt=20250301", "region=US/dt=20250301"]
 
 
+def test_stale_snapshots_keep_only_what_they_are_rebuilt_from(project):
+    """max_num leaves CN's history from snapshot 0201 on, so delta 0210 can still be rewritten;
+    that leaves snapshot 0301 stale, and until it is written again expiration keeps what it
+    would be rebuilt from (snapshot 0201, delta 0210); afterwards that segment expires too."""
+    p = project
+    build(p, extra="partition_expiration_check_interval='1000 d', partition_expiration_max_num=1")
+    before = every_partition(p)
+    p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
+    assert "dropping 1 snapshot and 1 delta partition(s)" in p.log_text()
+    p.dbt("run", vars={"dt": "20250210", "regions": "'CN'"})  # the same rows again
+    p.run_op("chain_status", {"model": "t"})
+    assert "stale" in p.log_text() and "region=CN/dt=20250301" in p.log_text()
+    p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
+    log = p.log_text()
+    assert "nothing to expire" in log
+    assert "region=CN has stale snapshots" in log and "only its history before them" in log
+    assert p.partitions("t__snapshot") == [
+        "region=CN/dt=20250201",
+        "region=CN/dt=20250301",
+        "region=US/dt=20250301",
+    ]
+    # 0301 was a full write (chain_branch='snapshot'), so it has no delta to recompact from
+    p.dbt("run", vars={"dt": "20250301", "regions": "'CN'", "branch": "snapshot"})
+    p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
+    assert "dropping 1 snapshot and 1 delta partition(s)" in p.log_text()
+    assert p.partitions("t__snapshot") == ["region=CN/dt=20250301", "region=US/dt=20250301"]
+    assert "region=CN/dt=20250210" not in p.partitions("t__delta")
+    after = every_partition(p)
+    assert after == {k: v for k, v in before.items() if k in after}
+    assert after["region=CN/dt=20250315"] == [(1, "a3"), (2, "b4"), (3, "c")]
+
+
 def test_automatic_expiration_after_a_run_respects_the_check_interval(project):
     p = project
     build(p)  # interval 1 d: first check at the first run, later runs on the same day skip it

@@ -18,6 +18,7 @@ from dbt.adapters.chaintable.expire import (
     validate_timestamp_config,
 )
 from dbt.adapters.chaintable.options import ChainOptions
+from dbt.adapters.chaintable.planner import ChainState
 
 D30 = dt.timedelta(days=30)
 
@@ -56,7 +57,11 @@ class TestDesignExample:
             cutoff=ts("2025-03-01 00:00:00"),
             groups=(
                 GroupExpiration(
-                    (), ("20250201",), (ExpireSegment(("20250101",), (("20250110",),)),), ()
+                    (),
+                    ("20250201",),
+                    (ExpireSegment(("20250101",), (("20250110",),)),),
+                    (),
+                    ("20250201",),
                 ),
             ),
         )
@@ -191,9 +196,14 @@ class TestGroups:
                     ExpireSegment(("20250201",), (("20250210",),)),
                 ),
                 (("20241230",),),
+                ("20250301",),
             ),
             GroupExpiration(
-                ("US",), ("20250320",), (ExpireSegment(("20250215",), (("20250216",),)),), ()
+                ("US",),
+                ("20250320",),
+                (ExpireSegment(("20250215",), (("20250216",),)),),
+                (),
+                ("20250320",),
             ),
         )
         assert plan.snapshot_drops() == [
@@ -222,6 +232,25 @@ class TestGroups:
         plan = plan_daily(snaps, [], "2025-06-01 00:00:00", max_num=1)
         assert plan.snapshot_drops() == [(("A",), ("20250101",)), (("B",), ("20250101",))]
 
+    def test_max_num_keeps_the_history_from_the_snapshot_after_the_last_segment(self):
+        """The anchor stays the newest snapshot before the cutoff, but the history kept (what
+        a later delta write may not go before) starts at the first snapshot not dropped."""
+        plan = plan_daily(
+            parts("20250101", "20250201", "20250301", "20250401"),
+            parts("20250110", "20250210", "20250310"),
+            "2025-06-01 00:00:00",
+            max_num=1,
+        )
+        assert plan.groups == (
+            GroupExpiration(
+                (),
+                ("20250401",),
+                (ExpireSegment(("20250101",), (("20250110",),)),),
+                (),
+                ("20250201",),
+            ),
+        )
+
 
 class TestHourlyChains:
     def test_dt_hour_pattern(self):
@@ -242,6 +271,7 @@ class TestHourlyChains:
                 ("20250101", "12"),
                 (ExpireSegment(("20250101", "00"), (("20250101", "05"),)),),
                 (),
+                ("20250101", "12"),
             ),
         )
 
@@ -513,3 +543,59 @@ class TestFormatPlan:
 
     def test_empty_plan_has_no_lines(self):
         assert format_plan(plan_daily(parts("20250101"), [], "2025-04-30 00:00:00"), str) == []
+
+
+class TestStaleSnapshots:
+    """A group with stale snapshots (a delta rewritten under them) expires only the history
+    before the snapshot its first stale one is recompacted from (ChainState.expirable)."""
+
+    OPTS = ChainOptions(
+        partition_by=("region", "dt"), chain_keys=("dt",), primary_key=("id", "region", "dt")
+    )
+
+    def state(self):
+        snaps = [(r, d) for r in ("CN", "US") for d in ("20250101", "20250201", "20250301")]
+        deltas = [(r, d) for r in ("CN", "US") for d in ("20250110", "20250210", "20250315")]
+        return ChainState.build(self.OPTS, snaps, deltas)
+
+    def test_only_the_history_before_the_first_stale_snapshots_anchor_expires(self):
+        state = self.state()
+        # CN: delta 0210 rewritten, so snapshot 0301 is stale; its rebuild reads 0201 and 0210
+        snaps, deltas, held = state.expirable([("CN", "20250301")])
+        assert snaps == [
+            ("CN", "20250101"),
+            ("CN", "20250201"),
+            ("US", "20250101"),
+            ("US", "20250201"),
+            ("US", "20250301"),
+        ]
+        assert deltas == [
+            ("CN", "20250110"),
+            ("US", "20250110"),
+            ("US", "20250210"),
+            ("US", "20250315"),
+        ]
+        assert held == set()
+        plan = plan_daily(
+            [state.split(p) for p in snaps],
+            [state.split(p) for p in deltas],
+            "2025-04-30 00:00:00",  # cutoff 2025-03-31: 0101, 0201 and 0301 are before it
+        )
+        assert plan.snapshot_drops() == [
+            (("CN",), ("20250101",)),
+            (("US",), ("20250101",)),
+            (("US",), ("20250201",)),
+        ]
+        assert plan.delta_drops() == [
+            (("CN",), ("20250110",)),
+            (("US",), ("20250110",)),
+            (("US",), ("20250210",)),
+        ]
+        assert [g.kept_from for g in plan.groups] == [("20250201",), ("20250301",)]
+
+    def test_a_stale_snapshot_with_no_earlier_one_holds_its_whole_group(self):
+        state = self.state()
+        snaps, deltas, held = state.expirable([("US", "20250101"), ("US", "20250301")])
+        assert held == {("US",)}
+        assert [p for p in snaps + deltas if p[0] == "US"] == []
+        assert len(snaps) == 3 and len(deltas) == 3  # CN untouched

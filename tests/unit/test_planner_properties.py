@@ -116,14 +116,11 @@ class Model:
 
     def expire(self, now_day, max_num):
         state = self.state()
-        held = {p[:1] for p in self.stale}  # what _expiration_plan does: skip stale groups
-
-        def keep(parts):
-            return [state.split(p) for p in parts if p[:1] not in held]
-
+        # what expiration_plan does: keep what the stale snapshots are rebuilt from
+        snapshots, deltas, _ = state.expirable(self.stale)
         plan = expire.plan_expiration(
-            keep(state.snapshots),
-            keep(state.deltas),
+            [state.split(p) for p in snapshots],
+            [state.split(p) for p in deltas],
             time_of,
             DAY0 + dt.timedelta(days=now_day),
             dt.timedelta(days=10),
@@ -133,7 +130,7 @@ class Model:
             del self.delta[g + c]
         for g in plan.groups:
             if g.segments:
-                self.kept_from[g.group] = g.anchor
+                self.kept_from[g.group] = g.kept_from
         for g, c in plan.snapshot_drops():
             del self.snap[g + c]
             self.stale.discard(g + c)

@@ -168,6 +168,9 @@ class GroupExpiration:
     anchor: Values | None  # the newest snapshot before the cutoff, kept; None: nothing expires
     segments: tuple[ExpireSegment, ...]
     orphan_deltas: tuple[Values, ...]  # older than the group's first snapshot
+    # the oldest snapshot kept, where the group's history now starts: the anchor, or with
+    # partition_expiration_max_num reached the snapshot after the last segment dropped
+    kept_from: Values | None = None
 
     def dropped_deltas(self) -> list[Values]:
         return list(self.orphan_deltas) + [d for s in self.segments for d in s.deltas]
@@ -244,7 +247,9 @@ def _plan_group(
         ExpireSegment(snap, between(start, before[i + 1][0]))
         for i, (start, snap) in enumerate(before[:-1][:max_num])
     )
-    return GroupExpiration(group, before[-1][1], segments, between(None, before[0][0]))
+    return GroupExpiration(
+        group, before[-1][1], segments, between(None, before[0][0]), before[len(segments)][1]
+    )
 
 
 # ---- manual drop guard and rendering ----------------------------------------------------------

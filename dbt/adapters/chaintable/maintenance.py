@@ -224,21 +224,19 @@ class Maintenance:
                 pattern, formatter, dict(zip(opts.partition_by, group + chain, strict=True))
             )
 
-        # a group with stale snapshots keeps its history until they are recompacted: expiring
-        # it would drop the partitions they must be rebuilt from
-        held = {state.split(loaded.layout.parse(k))[0] for k in loaded.stale()}
-        for g in sorted(held):
+        # a group with stale snapshots keeps the partitions they must be rebuilt from until
+        # they are recompacted (ChainState.expirable)
+        stale = [loaded.layout.parse(k) for k in loaded.stale()]
+        snapshots, deltas, held = state.expirable(stale)
+        for g in sorted({state.split(p)[0] for p in stale}):
+            kept = "not expired" if g in held else "only its history before them expires"
             logger.info(
                 f"{loaded.tables.view}: {state.describe_group(g)} has stale snapshots "
-                "(chain_status lists them); not expired until they are recompacted"
+                f"(chain_status lists them); {kept} until they are recompacted"
             )
-
-        def kept(parts: frozenset[Values]) -> list[tuple[Values, Values]]:
-            return [state.split(p) for p in parts if state.split(p)[0] not in held]
-
         return expire.plan_expiration(
-            kept(state.snapshots),
-            kept(state.deltas),
+            [state.split(p) for p in snapshots],
+            [state.split(p) for p in deltas],
             time_of,
             now,
             expire.parse_duration(opts.expiration_time),
@@ -282,8 +280,8 @@ class Maintenance:
         history = history_from_properties(loaded.props)
         for g in plan.groups:
             if g.segments:
-                assert g.anchor is not None  # a group with segments keeps its anchor
-                history[lay.group_path(g.group)] = lay.chain_path(g.anchor)
+                assert g.kept_from is not None  # a group with segments keeps its anchor
+                history[lay.group_path(g.group)] = lay.chain_path(g.kept_from)
         self.catalog.set_history(loaded.tables, history)
         self.views.refresh(loaded, loaded.state().without(snapshots=snaps, deltas=deltas))
         self.catalog.retire(

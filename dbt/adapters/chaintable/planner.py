@@ -399,6 +399,36 @@ class ChainState:
                     stale.setdefault(g + s, part)
         return stale
 
+    def expirable(self, stale: Iterable[Values]) -> tuple[list[Values], list[Values], set[Values]]:
+        """The snapshots and deltas expiration may visit, and the groups it may not touch at
+        all. A stale snapshot is recompacted (overwrite) from its nearest earlier snapshot and
+        the deltas after it, and every later snapshot of its group is stale too: in its group
+        only the history before that anchor expires (the anchor is then the newest snapshot
+        expiration can keep), and without such an anchor none of it."""
+        first: dict[Values, Any] = {}  # group: sort key of its earliest stale snapshot
+        for part in stale:
+            g, c = self.split(tuple(part))
+            first[g] = min(first.get(g, self.sort_key(c)), self.sort_key(c))
+        bound: dict[Values, Any] = {}  # group: sort key of that snapshot's anchor, or None
+        for g, key in first.items():
+            earlier = [k for k in map(self.sort_key, self.snapshot_chains().get(g, [])) if k < key]
+            bound[g] = earlier[-1] if earlier else None
+
+        def kept(parts: frozenset[Values], anchor_too: bool) -> list[Values]:
+            def visits(p: Values) -> bool:
+                g, c = self.split(p)
+                if g not in bound:
+                    return True
+                b = bound[g]
+                return b is not None and (
+                    self.sort_key(c) <= b if anchor_too else self.sort_key(c) < b
+                )
+
+            return [p for p in sorted(parts) if visits(p)]
+
+        held = {g for g, b in bound.items() if b is None}
+        return kept(self.snapshots, True), kept(self.deltas, False), held
+
     @staticmethod
     def stale_after_compaction(
         writes: Iterable[ReadPlan], stale: Mapping[Values, Any]
