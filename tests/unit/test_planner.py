@@ -7,6 +7,7 @@ from dbt.adapters.chaintable.planner import (
     ChainPlanError,
     ChainState,
     ReadPlan,
+    parse_flag,
     parse_partition_path,
     parse_partition_spec,
 )
@@ -208,3 +209,51 @@ class TestParsing:
     def test_bad_partition_specs(self, spec):
         with pytest.raises(ChainPlanError):
             parse_partition_spec(spec)
+
+    @pytest.mark.parametrize(
+        "spec, message",
+        [
+            (
+                {"dt": ["20250811", "20250812"]},
+                "exactly one partition is expected, got several values for ['dt']: "
+                "{'dt': ['20250811', '20250812']}",
+            ),
+            ("dt=1,dt=2", "exactly one partition is expected, got 'dt=1,dt=2'"),
+        ],
+    )
+    def test_several_values_of_one_key_are_several_partitions(self, spec, message):
+        with pytest.raises(ChainPlanError) as e:
+            parse_partition_spec(spec)
+        assert str(e.value).endswith(message)
+
+    @pytest.mark.parametrize(
+        "value, expected",
+        [(None, False), (False, False), ("false", False), ("no", False), (0, False)]
+        + [(True, True), ("true", True), ("True", True), (1, True)],
+    )
+    def test_flags(self, value, expected):
+        assert parse_flag(value, "overwrite") is expected
+
+    def test_a_flag_that_is_neither_is_refused(self):
+        with pytest.raises(ChainPlanError) as e:
+            parse_flag("maybe", "overwrite")
+        assert str(e.value).endswith("overwrite must be true or false, got 'maybe'")
+
+
+def test_chain_status_lists_partitions_in_typed_chain_order():
+    """An int hour sorts 9 before 10 in chain_status, as in the read rules."""
+    from dbt.adapters.chaintable import status
+
+    s = ChainState.build(
+        HOURLY,
+        [("20250101", "9")],
+        [("20250101", "10"), ("20250101", "11")],
+        {"dt": "string", "hour": "int"},
+    )
+    lines = status.render(HOURLY, s, {}, serving=None).splitlines()
+    table = lines[lines.index("") + 1 :]
+    assert [line.split()[2] for line in table[2:5]] == [
+        "dt=20250101/hour=9",
+        "dt=20250101/hour=10",
+        "dt=20250101/hour=11",
+    ]

@@ -106,6 +106,22 @@ class TestConfig:
                 {"max_chain_length": 7, "mode": "nightly"},
                 "chain_compaction mode 'nightly' is not one of ['inline', 'deferred']",
             ),
+            (
+                {"max_chain_length": float("inf")},
+                "chain_compaction max_chain_length must be an integer >= 1, got inf",
+            ),
+            (
+                {"max_chain_length": "nan"},
+                "chain_compaction max_chain_length must be an integer >= 1, got 'nan'",
+            ),
+            (
+                {"max_cumulative_ratio": float("nan")},
+                "chain_compaction max_cumulative_ratio must be a number > 0, got nan",
+            ),
+            (
+                {"max_cumulative_ratio": "inf"},
+                "chain_compaction max_cumulative_ratio must be a number > 0, got 'inf'",
+            ),
         ],
     )
     def test_bad_config_names_the_model_and_the_key(self, raw, message):
@@ -116,6 +132,30 @@ class TestConfig:
     def test_strings_from_yaml_or_cli_are_accepted(self):
         o = opts(max_chain_length="7", max_cumulative_ratio="0.1")
         assert o.compaction == CompactionPolicy(7, 0.1, "inline")
+        assert opts(max_chain_length="7.0").compaction == CompactionPolicy(7, None, "inline")
+
+    @pytest.mark.parametrize("raw", [None, {}, "", "none", "None", False])
+    def test_none_in_any_spelling_is_no_policy(self, raw):
+        """SPEC 7's default "none": YAML reads `chain_compaction: none` as the string."""
+        assert ChainOptions.from_config("t", {**BASE, "chain_compaction": raw}).compaction is None
+
+
+class TestCumulativeDeltaConfig:
+    @pytest.mark.parametrize(
+        "raw, expected",
+        [(None, True), (True, True), (False, False), ("false", False), ("True", True), (0, False)],
+    )
+    def test_spellings(self, raw, expected):
+        config = {**BASE, "cumulative_delta": raw}
+        assert ChainOptions.from_config("t", config).cumulative_delta is expected
+        assert ChainOptions.from_config("t", BASE).cumulative_delta is True
+
+    def test_anything_else_is_refused_naming_the_model(self):
+        with pytest.raises(ChainConfigError) as e:
+            ChainOptions.from_config("t", {**BASE, "cumulative_delta": "ture"})
+        assert str(e.value).endswith(
+            "chain_incremental model 't': cumulative_delta must be true or false, got 'ture'"
+        )
 
     def test_a_policy_taken_out_of_the_config_is_unset(self):
         stored = opts(max_chain_length=7, max_cumulative_ratio=0.1).to_properties()

@@ -24,6 +24,7 @@ from dbt.adapters.chaintable.planner import (
     ReadPlan,
     Values,
     format_partition,
+    parse_flag,
     parse_partition_spec,
 )
 from dbt.adapters.chaintable.progress import Stopwatch
@@ -79,7 +80,9 @@ class Maintenance:
         with self.publisher.locked(ChainTables.of(relation), "compact_chain"):
             if partition is None or partition in ("", {}):
                 return self.compact_due(self.catalog.load(relation), "compact_chain")
-            return self._compact(relation, parse_partition_spec(partition), overwrite)
+            return self._compact(
+                relation, parse_partition_spec(partition), parse_flag(overwrite, "overwrite")
+            )
 
     def compaction_verdicts(self, loaded: Loaded) -> list[policy.Verdict]:
         """Per group, whether its newest day is due under the model's chain_compaction."""
@@ -244,7 +247,7 @@ class Maintenance:
         )
 
     def expire(self, relation: BaseRelation, now: str | None, dry_run: bool) -> list[str]:
-        if dry_run:
+        if parse_flag(dry_run, "dry_run"):
             loaded = self.catalog.load(relation)
             return self._apply_expiration(
                 loaded, self.expiration_plan(loaded, parse_now(now)), dry_run=True

@@ -7,6 +7,7 @@ status) works from the catalog alone, without the dbt project that created the t
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,9 +108,10 @@ class CompactionPolicy:
 
     @classmethod
     def from_config(cls, raw: Any, fail: Callable[[str], Exception]) -> CompactionPolicy | None:
-        """`{max_chain_length: 7, max_cumulative_ratio: 0.05, mode: inline}`; None or {}: no
-        policy. `fail(message)` makes the error that names the model."""
-        if raw is None or raw == {} or raw == "":
+        """`{max_chain_length: 7, max_cumulative_ratio: 0.05, mode: inline}`; None, {}, false
+        or 'none' (YAML's `none` is a string): no policy. `fail(message)` makes the error that
+        names the model."""
+        if raw is None or raw is False or raw == {} or str(raw).strip().lower() in ("", "none"):
             return None
         if not isinstance(raw, Mapping):
             raise fail(
@@ -123,7 +125,7 @@ class CompactionPolicy:
             )
         length = raw.get("max_chain_length")
         if length is not None and (
-            isinstance(length, bool) or not _is_int(length) or int(length) < 1
+            isinstance(length, bool) or not _is_int(length) or float(length) < 1
         ):
             raise fail(f"chain_compaction max_chain_length must be an integer >= 1, got {length!r}")
         ratio = raw.get("max_cumulative_ratio")
@@ -139,7 +141,7 @@ class CompactionPolicy:
         if mode not in COMPACTION_MODES:
             raise fail(f"chain_compaction mode '{mode}' is not one of {list(COMPACTION_MODES)}")
         return cls(
-            None if length is None else int(length),
+            None if length is None else int(float(length)),
             None if ratio is None else float(ratio),
             mode,
         )
@@ -175,16 +177,38 @@ class CompactionPolicy:
 def _is_int(value: Any) -> bool:
     try:
         return float(value) == int(float(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # not a number, NaN, infinity
         return False
 
 
 def _is_number(value: Any) -> bool:
+    """A finite number (NaN or infinity would make a trigger that can never fire)."""
     try:
-        float(value)
+        return math.isfinite(float(value))
     except (TypeError, ValueError):
         return False
-    return True
+
+
+def as_flag(value: Any) -> bool | None:
+    """true or false, also spelt as a string (yes/no, 1/0) as YAML or --args may give it;
+    None for anything else."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "1"):
+        return True
+    if text in ("false", "no", "0"):
+        return False
+    return None
+
+
+def _config_bool(value: Any, default: bool, name: str, fail: Callable[[str], Exception]) -> bool:
+    """A boolean model config; None gives the default. Anything but a flag (as_flag) is refused
+    rather than read as false."""
+    flag = default if value is None else as_flag(value)
+    if flag is None:
+        raise fail(f"{name} must be true or false, got {value!r}")
+    return flag
 
 
 def _as_list(value: Any) -> tuple[str, ...]:
@@ -374,7 +398,9 @@ class ChainOptions:
             ignore_retract=ignore_retract,
             remove_record_on_delete=remove_on_delete,
             ignore_delete=ignore_delete,
-            cumulative_delta=_as_bool(config.get("cumulative_delta", True)),
+            cumulative_delta=_config_bool(
+                config.get("cumulative_delta"), True, "cumulative_delta", fail
+            ),
             sequence_groups=groups,
             compaction=CompactionPolicy.from_config(config.get("chain_compaction"), fail),
         )

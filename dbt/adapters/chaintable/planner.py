@@ -15,7 +15,12 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
 
-from dbt.adapters.chaintable.options import INTEGRAL_TYPES, ChainConfigError, ChainOptions
+from dbt.adapters.chaintable.options import (
+    INTEGRAL_TYPES,
+    ChainConfigError,
+    ChainOptions,
+    as_flag,
+)
 
 Values = tuple[str, ...]
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -45,10 +50,25 @@ def parse_partition_path(path: str, partition_by: Sequence[str]) -> Values:
     return values
 
 
+def parse_flag(value: Any, name: str) -> bool:
+    """An operation's boolean argument (overwrite, dry_run); None is false. A string such as
+    'false' is read as what it says, never as a true non-empty string."""
+    flag = False if value is None else as_flag(value)
+    if flag is None:
+        raise ChainPlanError(f"{name} must be true or false, got {value!r}")
+    return flag
+
+
 def parse_partition_spec(spec: Any) -> dict[str, str]:
     """A partition given as a dict or as Paimon's string form: `dt=20250811` or
-    `dt="20250811",hour="22"`. More than one partition (a list, or `;`) is an error."""
+    `dt="20250811",hour="22"`. More than one partition (a list, or `;`, or a key given
+    several values) is an error."""
     if isinstance(spec, Mapping):
+        several = [k for k, v in spec.items() if isinstance(v, (list, tuple, set, Mapping))]
+        if several:
+            raise ChainPlanError(
+                f"exactly one partition is expected, got several values for {several}: {spec!r}"
+            )
         return {str(k): str(v) for k, v in spec.items()}
     if isinstance(spec, (list, tuple)):
         if len(spec) != 1:
@@ -63,6 +83,8 @@ def parse_partition_spec(spec: Any) -> dict[str, str]:
         key, eq, value = piece.partition("=")
         if not eq or not key.strip():
             raise ChainPlanError(f"cannot parse partition '{spec}': expected key=value[,key=value]")
+        if key.strip() in out:
+            raise ChainPlanError(f"exactly one partition is expected, got '{spec}'")
         out[key.strip()] = value.strip().strip("'\"")
     return out
 

@@ -67,7 +67,7 @@ def render(
         )
     lines += _table(["group", "snapshots", "deltas", "latest snapshot", "chain length"], rows)
     lines.append("")
-    detail = []
+    detail = []  # (group, typed chain order) and the row
     for plan in state.delta_only():
         if serving is None:
             how = "merge (cumulative_delta off)"
@@ -75,30 +75,21 @@ def render(
             how = "cumulative delta"
         else:
             how = "merge (no cumulative delta built for these inputs)"
-        detail.append(
-            [
-                state.describe_group(plan.group),
-                _chain(opts, plan.chain),
-                _chain(opts, plan.anchor) if plan.anchor else "(none: all deltas)",
-                str(len(plan.deltas)),
-                how,
-            ]
-        )
-    snaps = [
-        [
-            state.describe_group(state.split(p)[0]),
-            _chain(opts, state.split(p)[1]),
-            "snapshot",
-            "-",
-            "snapshot",
+        row = [
+            state.describe_group(plan.group),
+            _chain(opts, plan.chain),
+            _chain(opts, plan.anchor) if plan.anchor else "(none: all deltas)",
+            str(len(plan.deltas)),
+            how,
         ]
-        for p in sorted(
-            state.snapshots, key=lambda p: (state.split(p)[0], state.sort_key(state.split(p)[1]))
-        )
-    ]
+        detail.append(((plan.group, state.sort_key(plan.chain)), row))
+    for p in state.snapshots:
+        group, chain = state.split(p)
+        row = [state.describe_group(group), _chain(opts, chain), "snapshot", "-", "snapshot"]
+        detail.append(((group, state.sort_key(chain)), row))
     lines += _table(
         ["group", "partition", "read from (anchor)", "deltas merged", "read as"],
-        sorted(snaps + detail, key=lambda r: (r[0], r[1])),
+        [row for _, row in sorted(detail, key=lambda kr: kr[0])],
     )
     if stale:
         lines += [
