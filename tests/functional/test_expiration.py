@@ -119,35 +119,54 @@ def test_max_num_limits_segments_per_run(project):
 
 
 def test_stale_snapshots_keep_only_what_they_are_rebuilt_from(project):
-    """max_num leaves CN's history from snapshot 0201 on, so delta 0210 can still be rewritten;
-    that leaves snapshot 0301 stale, and until it is written again expiration keeps what it
-    would be rebuilt from (snapshot 0201, delta 0210); afterwards that segment expires too."""
+    """max_num leaves CN's history from snapshot 0201 on. 0315 is compacted; a backfilled delta
+    0305 leaves it stale (not the full write 0301 before it). Until 0315 is recompacted,
+    expiration keeps what it is rebuilt from (snapshot 0301 and the deltas after it) but older
+    segments still expire; afterwards the 0301 segment expires too."""
     p = project
     build(p, extra="partition_expiration_check_interval='1000 d', partition_expiration_max_num=1")
-    before = every_partition(p)
     p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
-    assert "dropping 1 snapshot and 1 delta partition(s)" in p.log_text()
-    p.dbt("run", vars={"dt": "20250210", "regions": "'CN'"})  # the same rows again
+    assert "dropping 1 snapshot and 1 delta partition(s)" in p.log_text()  # CN 0101, 0110
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250315"}})
+    p.table(
+        "changes", "id int, v string, region string, dt string", [*ROWS, (4, "d", "CN", "20250305")]
+    )
+    p.dbt("run", vars={"dt": "20250305", "regions": "'CN'"})  # history kept from 0201: allowed
     p.run_op("chain_status", {"model": "t"})
-    assert "stale" in p.log_text() and "region=CN/dt=20250301" in p.log_text()
-    p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
+    assert "region=CN/dt=20250315  (delta region=CN/dt=20250305 rewritten)" in p.log_text()
+    assert "region=CN/dt=20250301  (delta" not in p.log_text()  # a full write: not stale
+    p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})  # cutoff 0321
     log = p.log_text()
-    assert "nothing to expire" in log
     assert "region=CN has stale snapshots" in log and "only its history before them" in log
+    # CN: only S0201 (with D0210) goes, S0301 stays for 0315; US: S0301 goes (S0315 kept)
+    assert "dropping 2 snapshot and 1 delta partition(s)" in log
     assert p.partitions("t__snapshot") == [
-        "region=CN/dt=20250201",
         "region=CN/dt=20250301",
-        "region=US/dt=20250301",
+        "region=CN/dt=20250315",
+        "region=EU/dt=20250315",
+        "region=US/dt=20250315",
     ]
-    # 0301 was a full write (chain_branch='snapshot'), so it has no delta to recompact from
-    p.dbt("run", vars={"dt": "20250301", "regions": "'CN'", "branch": "snapshot"})
+    assert p.partitions("t__delta") == [
+        "region=CN/dt=20250305",
+        "region=CN/dt=20250315",
+        "region=EU/dt=20250110",
+        "region=EU/dt=20250315",
+        "region=US/dt=20250315",
+    ]
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250315"}, "overwrite": True})
+    before = every_partition(p)
+    assert before["region=CN/dt=20250315"] == [(1, "a3"), (2, "b4"), (3, "c"), (4, "d")]
+    assert before["region=US/dt=20250315"] == [(7, "u2")]
     p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
-    assert "dropping 1 snapshot and 1 delta partition(s)" in p.log_text()
-    assert p.partitions("t__snapshot") == ["region=CN/dt=20250301", "region=US/dt=20250301"]
-    assert "region=CN/dt=20250210" not in p.partitions("t__delta")
+    assert "dropping 1 snapshot and 1 delta partition(s)" in p.log_text()  # CN 0301, 0305
+    assert p.partitions("t__snapshot") == [
+        "region=CN/dt=20250315",
+        "region=EU/dt=20250315",
+        "region=US/dt=20250315",
+    ]
     after = every_partition(p)
     assert after == {k: v for k, v in before.items() if k in after}
-    assert after["region=CN/dt=20250315"] == [(1, "a3"), (2, "b4"), (3, "c")]
+    assert set(before) - set(after) == {"region=CN/dt=20250301", "region=CN/dt=20250305"}
 
 
 def test_automatic_expiration_after_a_run_respects_the_check_interval(project):

@@ -170,15 +170,29 @@ class TestCompaction:
 
 class TestStaleness:
     def test_rewriting_an_old_delta_marks_later_snapshots_of_its_group(self):
+        """0805 and 0809 were compacted (each has its day's delta), so built on 0803."""
         s = state(
             GROUPED,
             [("CN", "20250801"), ("CN", "20250805"), ("CN", "20250809"), ("US", "20250805")],
-            [],
+            [("CN", d) for d in ("20250803", "20250805", "20250809")] + [("US", "20250805")],
         )
         stale = s.stale_after_delta_write([("CN", "20250803")])
         assert stale == {
             ("CN", "20250805"): ("CN", "20250803"),
             ("CN", "20250809"): ("CN", "20250803"),
+        }
+
+    def test_a_full_write_is_not_built_on_the_delta_before_it_nor_what_follows_it(self):
+        """0805 has no delta of its day: a full write (chain_branch='snapshot'), which 0809 was
+        compacted from; neither depends on delta 0803."""
+        s = state(
+            GROUPED,
+            [("CN", "20250801"), ("CN", "20250805"), ("CN", "20250809")],
+            [("CN", "20250803"), ("CN", "20250807"), ("CN", "20250809")],
+        )
+        assert s.stale_after_delta_write([("CN", "20250803")]) == {}
+        assert s.stale_after_delta_write([("CN", "20250807")]) == {
+            ("CN", "20250809"): ("CN", "20250807")
         }
 
 

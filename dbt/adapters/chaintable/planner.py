@@ -410,15 +410,21 @@ class ChainState:
 
     # ---- invalidation --------------------------------------------------------------------
     def stale_after_delta_write(self, written: Iterable[Values]) -> dict[Values, Values]:
-        """Snapshots built on a delta partition that is being rewritten: every later snapshot of
-        the same group (their content derives from the old delta). {snapshot: delta}."""
+        """Snapshots built on a delta partition that is being rewritten: the later snapshots of
+        the same group that compaction wrote, each from the one before it. A snapshot with no
+        delta at its own value was a full write (compaction writes a day only from its delta,
+        SPEC 3): it was not built on the old delta, nor were the snapshots after it, built on
+        it. {snapshot: delta}."""
         stale: dict[Values, Values] = {}
         snaps = self.snapshot_chains()
         for part in sorted(written):
             g, c = self.split(part)
             for s in snaps.get(g, []):
-                if self.sort_key(s) > self.sort_key(c):
-                    stale.setdefault(g + s, part)
+                if self.sort_key(s) <= self.sort_key(c):
+                    continue
+                if g + s not in self.deltas:
+                    break
+                stale.setdefault(g + s, part)
         return stale
 
     def expirable(self, stale: Iterable[Values]) -> tuple[list[Values], list[Values], set[Values]]:
