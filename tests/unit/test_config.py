@@ -102,3 +102,32 @@ def test_a_metadata_cache_kept_for_good_has_no_time(text):
     from dbt.adapters.chaintable.catalog import duration_seconds
 
     assert duration_seconds(text) is None
+
+
+@pytest.mark.parametrize(
+    "key, why",
+    [
+        ("merge-engine", "it is a chain option; set it with the model config merge_engine"),
+        (
+            "fields.v.aggregate-function",
+            "it is a chain option; set it with the model config aggregate_functions",
+        ),
+        ("sequence.field", "it is a chain option; set it with the model config sequence_field"),
+        (
+            "chaintable.compaction.mode",
+            "it is a chain option; set it with the model config chain_compaction",
+        ),
+        ("chaintable.stale-snapshots", "the adapter keeps the chain's own state under it"),
+    ],
+)
+def test_tblproperties_may_not_set_what_the_adapter_keeps(key, why):
+    """A chain option set there would bypass the config's checks and be dropped by the next run."""
+    with pytest.raises(ChainConfigError) as e:
+        ModelSettings.from_config("m", {**BASE, "tblproperties": {key: "x"}})
+    assert str(e.value).endswith(f"chain_incremental model 'm': tblproperties key '{key}': {why}")
+
+
+def test_tblproperties_may_set_the_views_recent_branches_and_anything_else():
+    props = {"chaintable.view-recent-branches": "1", "owner": "o'neil", "fields": "x"}
+    s = ModelSettings.from_config("m", {**BASE, "tblproperties": props})
+    assert dict(s.tblproperties) == props

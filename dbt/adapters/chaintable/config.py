@@ -9,7 +9,12 @@ from typing import Any
 
 from dbt.adapters.spark.impl import SparkConfig
 
-from dbt.adapters.chaintable.options import BRANCHES, ChainConfigError, ChainOptions
+from dbt.adapters.chaintable.options import (
+    BRANCHES,
+    ChainConfigError,
+    ChainOptions,
+    reserved_property,
+)
 from dbt.adapters.chaintable.partition import Layout
 from dbt.adapters.chaintable.planner import parse_partition_spec
 
@@ -70,6 +75,13 @@ class ModelSettings:
             )
         chain_partition = config.get("chain_partition")
         clustered = config.get("clustered_by") or ()
+        tblproperties = dict(config.get("tblproperties") or {})
+        for key in tblproperties:
+            why = reserved_property(str(key))
+            if why:
+                raise ChainConfigError(
+                    f"chain_incremental model '{model}': tblproperties key '{key}': {why}"
+                )
         return cls(
             model=model,
             opts=opts,
@@ -80,7 +92,7 @@ class ModelSettings:
             location_root=config.get("location_root") or None,
             clustered_by=(clustered,) if isinstance(clustered, str) else tuple(clustered),
             buckets=config.get("buckets"),
-            tblproperties=dict(config.get("tblproperties") or {}),
+            tblproperties=tblproperties,
         )
 
     @property

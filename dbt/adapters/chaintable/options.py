@@ -625,6 +625,51 @@ OPTIONAL_PROPERTIES = (
 )
 
 
+# the model config that sets each option the adapter keeps in the branches' TBLPROPERTIES
+CONFIG_OF_PROPERTY = {
+    P_ENABLED: "materialized='chain_incremental'",
+    P_BRANCH: "chain_branch",
+    P_CHAIN_KEYS: "chain_partition_keys",
+    P_PRIMARY_KEY: "primary_key",
+    P_PARTITION: "partition_by",
+    P_SEQUENCE: "sequence_field",
+    P_ROWKIND: "rowkind_field",
+    P_ENGINE: "merge_engine",
+    P_TS_PATTERN: "partition_timestamp_pattern",
+    P_TS_FORMATTER: "partition_timestamp_formatter",
+    P_EXPIRATION: "partition_expiration_time",
+    P_CHECK_INTERVAL: "partition_expiration_check_interval",
+    P_MAX_NUM: "partition_expiration_max_num",
+    P_PU_REMOVE_ON_DELETE: "partial_update_remove_record_on_delete",
+    P_PU_IGNORE_DELETE: "partial_update_ignore_delete",
+    P_CUMULATIVE: "cumulative_delta",
+}
+FIELD_CONFIG = {
+    P_AGG_SUFFIX: "aggregate_functions",
+    P_RETRACT_SUFFIX: "ignore_retract",
+    P_GROUP_SUFFIX: "sequence_groups",
+}
+# what a model's tblproperties may set among the adapter's own keys
+USER_PROPERTIES = (P_VIEW_RECENT,)
+
+
+def reserved_property(key: str) -> str | None:
+    """Why a model's `tblproperties` may not set `key`, or None. The chain options live in the
+    branches' TBLPROPERTIES under Paimon's keys and are written from the model config on every
+    run (one set there would be dropped by the next run, after the checks of the config were
+    passed by); the `chaintable.` keys are the chain's own state."""
+    config = CONFIG_OF_PROPERTY.get(key)
+    if config is None and key.startswith(P_FIELD_PREFIX):
+        config = next((c for sfx, c in FIELD_CONFIG.items() if key.endswith(sfx)), None)
+    if config is None and key.startswith("chaintable.compaction."):
+        config = "chain_compaction"
+    if config is not None:
+        return f"it is a chain option; set it with the model config {config}"
+    if key.startswith("chaintable.") and key not in USER_PROPERTIES:
+        return "the adapter keeps the chain's own state under it"
+    return None
+
+
 def dropped_options(stored: Mapping[str, str], props: Mapping[str, str]) -> list[str]:
     """Options stored but no longer configured: a per-column option (`fields.<...>.<option>`:
     a group, function or ignore-retract taken out of the config), an optional one such as the
