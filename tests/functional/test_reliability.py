@@ -306,6 +306,23 @@ def test_crash_during_expiration(project, monkeypatch):
     p.dbt("run", vars={"dt": "20250301"}, expect_ok=False)
     assert "dt=20250301 is at or before the oldest snapshot that expiration kept" in p.log_text()
     assert full(p) == {k: before[k] for k in kept}
+    # refused with a new column and another option: the branches keep their columns and options
+    model = p.root / "models" / "t.sql"
+    model.write_text(
+        model.read_text()
+        .replace(
+            "check_interval='1000 d'",
+            "check_interval='1000 d', on_schema_change='append_new_columns', partition_expiration_max_num=3",
+        )
+        .replace("select id, v, dt", "select id, v, 'x' as w, dt")
+    )
+    props = {b: p.rows(f"show tblproperties {{s}}.t__{b}") for b in ("snapshot", "delta")}
+    p.dbt("run", vars={"dt": "20250301"}, expect_ok=False)
+    assert "dt=20250301 is at or before the oldest snapshot that expiration kept" in p.log_text()
+    for b in ("snapshot", "delta"):
+        assert p.spark.table(f"{p.schema}.t__{b}").columns == ["id", "v", "dt"]
+        assert p.rows(f"show tblproperties {{s}}.t__{b}") == props[b]
+    assert full(p) == {k: before[k] for k in kept}
 
 
 def test_a_live_writer_holds_the_lock(grouped):

@@ -357,6 +357,23 @@ class RunFlow:
         return stage
 
     @staticmethod
+    def _refuse_expired_history(run: ChainRun, loaded: Loaded, staged: Sequence[Values]) -> None:
+        """A delta at or before the oldest snapshot expiration kept would change history that
+        is gone (planner.before_history)."""
+        if run.branch != "delta":
+            return
+        state, history = loaded.state(), loaded.history()
+        early = [p for p in staged if state.before_history(p, history)]
+        if early:
+            raise ChainConfigError(
+                f"chain_incremental model '{run.model}': delta partition "
+                f"{run.settings.layout.path(early[0])} is at or before the oldest "
+                "snapshot that expiration kept in its group; the history it would change is "
+                "gone, so the day cannot be rewritten (write it with chain_branch='snapshot' "
+                "as a full state instead); nothing was written"
+            )
+
+    @staticmethod
     def _single_partition(run: ChainRun) -> Values | None:
         """The one partition a run of an existing chain can write, when chain_partition gives
         every partition column and the stage is published as it is (no merge of a snapshot
@@ -411,36 +428,27 @@ class RunFlow:
             added, message = checks.schema_change(
                 run.settings, str(tables.delta), columns, stored_cols
             )
+            dropped = dropped_options(stored, props)
+            kept = {k: v for k, v in stored.items() if k not in dropped}
+            # the catalog as this run leaves it (the options below), listed once
+            loaded = cat.loaded(tables, {**kept, **props}, stored_cols, names)
+            self._refuse_expired_history(run, loaded, staged)  # before anything changes
             if added:
                 # the cumulative delta too: the view reads it until it is refreshed
                 for rel in (tables.snapshot, tables.delta, tables.cumulative):
                     if rel is not tables.cumulative or cat.exists(rel, listed(names, rel)):
                         self.run(S.add_columns(str(rel), added))
                 added_at = time.monotonic()
-                stored_cols = cat.describe(tables.snapshot)
+                loaded = replace(loaded, columns=tuple(cat.describe(tables.snapshot)))
             if message:
                 logger.info(message)
             if any(stored.get(k) != v for k, v in props.items()):  # a config option changed
                 for rel in (tables.snapshot, tables.delta):
                     cat.set_properties(rel, props)
-            dropped = dropped_options(stored, props)
             if dropped:
                 for rel in (tables.snapshot, tables.delta):
                     self.run(S.unset_properties(str(rel), dropped))
-            kept = {k: v for k, v in stored.items() if k not in dropped}
-            # the catalog as it now is, from what this run read and wrote: no second listing
-            loaded = cat.loaded(tables, {**kept, **props}, stored_cols, names)
         state = loaded.state()
-        if run.branch == "delta":
-            early = [p for p in staged if state.before_history(p, loaded.history())]
-            if early:
-                raise ChainConfigError(
-                    f"chain_incremental model '{run.model}': delta partition "
-                    f"{run.settings.layout.path(early[0])} is at or before the oldest "
-                    "snapshot that expiration kept in its group; the history it would change is "
-                    "gone, so the day cannot be rewritten (write it with chain_branch='snapshot' "
-                    "as a full state instead); nothing was written"
-                )
         empties = [] if run.empty else empty_partitions(run.settings, state, staged)
         written = sorted(set(staged) | set(empties))
         logger.info(
