@@ -666,6 +666,13 @@ def test_date_and_int_chain_keys(project):
     p.dbt("run", vars={"dt": "2025-08-01", "hour": 10})
     assert p.partitions("t__snapshot") == ["dt=2025-08-01/hour=11", "dt=2025-08-01/hour=9"]
     assert at("2025-08-01", 10) == [(1, "a10"), (2, "b"), (4, "d")]
+    p.run_op("chain_status", {"model": "t"})
+    assert "dt=2025-08-01/hour=11  (delta dt=2025-08-01/hour=10 rewritten)" in p.log_text()
+    # rewriting delta hour 11 drops the stale snapshot hour 11, and its mark with it
+    p.dbt("run", vars={"dt": "2025-08-01", "hour": 11})
+    assert p.partitions("t__snapshot") == ["dt=2025-08-01/hour=9"]
+    p.run_op("chain_status", {"model": "t"})
+    assert "stale snapshots (built before" not in p.log_text()
     p.run_op(
         "compact_chain",
         {"model": "t", "partition": {"dt": "2025-08-01", "hour": "11"}, "overwrite": True},

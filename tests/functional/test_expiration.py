@@ -119,27 +119,39 @@ def test_max_num_limits_segments_per_run(project):
 
 
 def test_stale_snapshots_keep_only_what_they_are_rebuilt_from(project):
-    """max_num leaves CN's history from snapshot 0201 on. 0315 is compacted; a backfilled delta
-    0305 leaves it stale (not the full write 0301 before it). Until 0315 is recompacted,
-    expiration keeps what it is rebuilt from (snapshot 0301 and the deltas after it) but older
-    segments still expire; afterwards the 0301 segment expires too."""
+    """max_num leaves CN's history from snapshot 0201 on, so delta 0205 can be backfilled; it
+    leaves nothing stale (0301 after it is a full write). 0315 is compacted; a backfilled delta
+    0305 leaves it stale. Until 0315 is recompacted, expiration keeps what it is rebuilt from
+    (snapshot 0301 and the deltas after it) but older segments still expire; afterwards the
+    0301 segment expires too."""
     p = project
     build(p, extra="partition_expiration_check_interval='1000 d', partition_expiration_max_num=1")
     p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
     assert "dropping 1 snapshot and 1 delta partition(s)" in p.log_text()  # CN 0101, 0110
-    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250315"}})
     p.table(
-        "changes", "id int, v string, region string, dt string", [*ROWS, (4, "d", "CN", "20250305")]
+        "changes",
+        "id int, v string, region string, dt string",
+        [*ROWS, (5, "e", "CN", "20250205"), (4, "d", "CN", "20250305")],
     )
-    p.dbt("run", vars={"dt": "20250305", "regions": "'CN'"})  # history kept from 0201: allowed
+    p.dbt("run", vars={"dt": "20250205", "regions": "'CN'"})  # history kept from 0201: allowed
+    p.run_op("chain_status", {"model": "t"})
+    assert "stale snapshots (built before" not in p.log_text()
+    assert p.rows("select id, v from {s}.t where dt = '20250210'") == [
+        (1, "a3"),
+        (2, "b4"),
+        (5, "e"),
+    ]
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250315"}})
+    p.dbt("run", vars={"dt": "20250305", "regions": "'CN'"})
     p.run_op("chain_status", {"model": "t"})
     assert "region=CN/dt=20250315  (delta region=CN/dt=20250305 rewritten)" in p.log_text()
     assert "region=CN/dt=20250301  (delta" not in p.log_text()  # a full write: not stale
     p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})  # cutoff 0321
     log = p.log_text()
-    assert "region=CN has stale snapshots" in log and "only its history before them" in log
-    # CN: only S0201 (with D0210) goes, S0301 stays for 0315; US: S0301 goes (S0315 kept)
-    assert "dropping 2 snapshot and 1 delta partition(s)" in log
+    assert "region=CN has stale snapshots" in log
+    assert "only its history before the snapshot the first of them is rebuilt from" in log
+    # CN: only S0201 (with D0205, D0210) goes, S0301 stays for 0315; US: S0301 goes
+    assert "dropping 2 snapshot and 2 delta partition(s)" in log
     assert p.partitions("t__snapshot") == [
         "region=CN/dt=20250301",
         "region=CN/dt=20250315",

@@ -233,6 +233,12 @@ class TestParsing:
                 "{'dt': ['20250811', '20250812']}",
             ),
             ("dt=1,dt=2", "exactly one partition is expected, got 'dt=1,dt=2'"),
+            ("dt=1,DT=2", "exactly one partition is expected, got 'dt=1,DT=2'"),
+            (
+                {"dt": "1", "DT": "2"},
+                "exactly one partition is expected, got several values for ['DT', 'dt']: "
+                "{'dt': '1', 'DT': '2'}",
+            ),
         ],
     )
     def test_several_values_of_one_key_are_several_partitions(self, spec, message):

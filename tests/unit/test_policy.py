@@ -134,7 +134,7 @@ class TestConfig:
         assert o.compaction == CompactionPolicy(7, 0.1, "inline")
         assert opts(max_chain_length="7.0").compaction == CompactionPolicy(7, None, "inline")
 
-    @pytest.mark.parametrize("raw", [None, {}, "", "none", "None", False])
+    @pytest.mark.parametrize("raw", [None, {}, "", "none", "None", False, "false"])
     def test_none_in_any_spelling_is_no_policy(self, raw):
         """SPEC 7's default "none": YAML reads `chain_compaction: none` as the string."""
         assert ChainOptions.from_config("t", {**BASE, "chain_compaction": raw}).compaction is None
@@ -149,6 +149,40 @@ class TestCumulativeDeltaConfig:
         config = {**BASE, "cumulative_delta": raw}
         assert ChainOptions.from_config("t", config).cumulative_delta is expected
         assert ChainOptions.from_config("t", BASE).cumulative_delta is True
+
+    @pytest.mark.parametrize(
+        "key, value, message",
+        [
+            (
+                "partial_update_ignore_delete",
+                "ture",
+                "partial_update_ignore_delete must be true or false, got 'ture'",
+            ),
+            (
+                "ignore_retract",
+                {"v": "maybe"},
+                "ignore_retract of column 'v' must be true or false, got 'maybe'",
+            ),
+            (
+                "partition_expiration_max_num",
+                float("inf"),
+                "partition_expiration_max_num must be an integer, got inf",
+            ),
+            (
+                "partition_expiration_max_num",
+                2.5,
+                "partition_expiration_max_num must be an integer, got 2.5",
+            ),
+        ],
+    )
+    def test_other_flags_and_counts_are_refused_naming_the_model(self, key, value, message):
+        with pytest.raises(ChainConfigError) as e:
+            ChainOptions.from_config("t", {**BASE, key: value})
+        assert str(e.value).endswith(f"chain_incremental model 't': {message}")
+
+    def test_counts_spelt_as_yaml_gives_them(self):
+        config = {**BASE, "partition_expiration_max_num": "3.0"}
+        assert ChainOptions.from_config("t", config).max_num == 3
 
     def test_anything_else_is_refused_naming_the_model(self):
         with pytest.raises(ChainConfigError) as e:

@@ -77,12 +77,17 @@ class Maintenance:
     # ---- compaction ---------------------------------------------------------------------------
     def compact(self, relation: BaseRelation, partition: Any, overwrite: bool) -> bool:
         """compact_chain: the partition given, or with none what the policy says is due."""
-        with self.publisher.locked(ChainTables.of(relation), "compact_chain"):
-            if partition is None or partition in ("", {}):
-                return self.compact_due(self.catalog.load(relation), "compact_chain")
-            return self._compact(
-                relation, parse_partition_spec(partition), parse_flag(overwrite, "overwrite")
+        rewrite = parse_flag(overwrite, "overwrite")
+        due = partition is None or partition in ("", {})
+        if due and rewrite:
+            raise ChainPlanError(
+                f"compact_chain {relation}: overwrite needs a partition (without one it compacts "
+                "what the compaction policy says is due, which has no snapshot to overwrite)"
             )
+        with self.publisher.locked(ChainTables.of(relation), "compact_chain"):
+            if due:
+                return self.compact_due(self.catalog.load(relation), "compact_chain")
+            return self._compact(relation, parse_partition_spec(partition), rewrite)
 
     def compaction_verdicts(self, loaded: Loaded) -> list[policy.Verdict]:
         """Per group, whether its newest day is due under the model's chain_compaction."""
@@ -232,7 +237,12 @@ class Maintenance:
         stale = [loaded.layout.parse(k) for k in loaded.stale()]
         snapshots, deltas, held = state.expirable(stale)
         for g in sorted({state.split(p)[0] for p in stale}):
-            kept = "not expired" if g in held else "only its history before them expires"
+            kept = (
+                "not expired"
+                if g in held
+                else "only its history before the snapshot the first of them is rebuilt from "
+                "expires"
+            )
             logger.info(
                 f"{loaded.tables.view}: {state.describe_group(g)} has stale snapshots "
                 f"(chain_status lists them); {kept} until they are recompacted"

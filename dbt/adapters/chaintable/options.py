@@ -111,7 +111,9 @@ class CompactionPolicy:
         """`{max_chain_length: 7, max_cumulative_ratio: 0.05, mode: inline}`; None, {}, false
         or 'none' (YAML's `none` is a string): no policy. `fail(message)` makes the error that
         names the model."""
-        if raw is None or raw is False or raw == {} or str(raw).strip().lower() in ("", "none"):
+        if raw is None or raw == {} or str(raw).strip().lower() in ("", "none"):
+            return None
+        if not isinstance(raw, Mapping) and as_flag(raw) is False:
             return None
         if not isinstance(raw, Mapping):
             raise fail(
@@ -185,7 +187,7 @@ def _is_number(value: Any) -> bool:
     """A finite number (NaN or infinity would make a trigger that can never fire)."""
     try:
         return math.isfinite(float(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return False
 
 
@@ -202,9 +204,10 @@ def as_flag(value: Any) -> bool | None:
     return None
 
 
-def _config_bool(value: Any, default: bool, name: str, fail: Callable[[str], Exception]) -> bool:
-    """A boolean model config; None gives the default. Anything but a flag (as_flag) is refused
-    rather than read as false."""
+def parse_bool(value: Any, default: bool, name: str, fail: Callable[[str], Exception]) -> bool:
+    """A boolean config or argument; None gives the default. Anything but a flag (as_flag) is
+    refused (`fail(message)` makes the error) rather than read as false, or as a true
+    non-empty string."""
     flag = default if value is None else as_flag(value)
     if flag is None:
         raise fail(f"{name} must be true or false, got {value!r}")
@@ -351,12 +354,23 @@ class ChainOptions:
                 )
         ignore_retract_raw = config.get("ignore_retract") or ()
         if isinstance(ignore_retract_raw, Mapping):
-            ignore_retract = tuple(k for k, v in ignore_retract_raw.items() if _as_bool(v))
+            ignore_retract = tuple(
+                k
+                for k, v in ignore_retract_raw.items()
+                if parse_bool(v, False, f"ignore_retract of column '{k}'", fail)
+            )
         else:
             ignore_retract = _as_list(ignore_retract_raw)
 
-        remove_on_delete = _as_bool(config.get("partial_update_remove_record_on_delete", False))
-        ignore_delete = _as_bool(config.get("partial_update_ignore_delete", False))
+        remove_on_delete = parse_bool(
+            config.get("partial_update_remove_record_on_delete"),
+            False,
+            "partial_update_remove_record_on_delete",
+            fail,
+        )
+        ignore_delete = parse_bool(
+            config.get("partial_update_ignore_delete"), False, "partial_update_ignore_delete", fail
+        )
         if remove_on_delete and ignore_delete:
             raise fail(
                 "partial_update_remove_record_on_delete and partial_update_ignore_delete "
@@ -373,12 +387,11 @@ class ChainOptions:
                 )
 
         raw_max_num = config.get("partition_expiration_max_num")
-        try:
-            max_num = None if raw_max_num is None or raw_max_num == "" else int(raw_max_num)
-        except (TypeError, ValueError):
-            raise fail(
-                f"partition_expiration_max_num must be an integer, got {raw_max_num!r}"
-            ) from None
+        max_num = None
+        if raw_max_num is not None and raw_max_num != "":
+            if isinstance(raw_max_num, bool) or not _is_int(raw_max_num):
+                raise fail(f"partition_expiration_max_num must be an integer, got {raw_max_num!r}")
+            max_num = int(float(raw_max_num))
         if max_num is not None and max_num < 1:
             raise fail(f"partition_expiration_max_num must be >= 1, got {max_num}")
 
@@ -398,7 +411,7 @@ class ChainOptions:
             ignore_retract=ignore_retract,
             remove_record_on_delete=remove_on_delete,
             ignore_delete=ignore_delete,
-            cumulative_delta=_config_bool(
+            cumulative_delta=parse_bool(
                 config.get("cumulative_delta"), True, "cumulative_delta", fail
             ),
             sequence_groups=groups,

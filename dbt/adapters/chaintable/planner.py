@@ -19,7 +19,7 @@ from dbt.adapters.chaintable.options import (
     INTEGRAL_TYPES,
     ChainConfigError,
     ChainOptions,
-    as_flag,
+    parse_bool,
 )
 
 Values = tuple[str, ...]
@@ -51,12 +51,8 @@ def parse_partition_path(path: str, partition_by: Sequence[str]) -> Values:
 
 
 def parse_flag(value: Any, name: str) -> bool:
-    """An operation's boolean argument (overwrite, dry_run); None is false. A string such as
-    'false' is read as what it says, never as a true non-empty string."""
-    flag = False if value is None else as_flag(value)
-    if flag is None:
-        raise ChainPlanError(f"{name} must be true or false, got {value!r}")
-    return flag
+    """An operation's boolean argument (overwrite, dry_run); None is false."""
+    return parse_bool(value, False, name, ChainPlanError)
 
 
 def parse_partition_spec(spec: Any) -> dict[str, str]:
@@ -65,6 +61,8 @@ def parse_partition_spec(spec: Any) -> dict[str, str]:
     several values) is an error."""
     if isinstance(spec, Mapping):
         several = [k for k, v in spec.items() if isinstance(v, (list, tuple, set, Mapping))]
+        lowered = [str(k).lower() for k in spec]
+        several += sorted({str(k) for k in spec if lowered.count(str(k).lower()) > 1})
         if several:
             raise ChainPlanError(
                 f"exactly one partition is expected, got several values for {several}: {spec!r}"
@@ -78,12 +76,12 @@ def parse_partition_spec(spec: Any) -> dict[str, str]:
         raise ChainPlanError(f"partition must be a dict or 'key=value,...', got {spec!r}")
     if ";" in spec:
         raise ChainPlanError(f"exactly one partition is expected, got '{spec}'")
-    out = {}
+    out: dict[str, str] = {}
     for piece in spec.split(","):
         key, eq, value = piece.partition("=")
         if not eq or not key.strip():
             raise ChainPlanError(f"cannot parse partition '{spec}': expected key=value[,key=value]")
-        if key.strip() in out:
+        if key.strip().lower() in (k.lower() for k in out):
             raise ChainPlanError(f"exactly one partition is expected, got '{spec}'")
         out[key.strip()] = value.strip().strip("'\"")
     return out
@@ -430,32 +428,34 @@ class ChainState:
     def expirable(self, stale: Iterable[Values]) -> tuple[list[Values], list[Values], set[Values]]:
         """The snapshots and deltas expiration may visit, and the groups it may not touch at
         all. A stale snapshot is recompacted (overwrite) from its nearest earlier snapshot and
-        the deltas after it, and every later snapshot of its group is stale too: in its group
-        only the history before that anchor expires (the anchor is then the newest snapshot
-        expiration can keep), and without such an anchor none of it."""
+        the deltas after it, and the stale snapshots after it in its group are rebuilt from
+        what follows it: in its group only the history before that anchor expires (the anchor
+        is then the newest snapshot expiration can keep), and without such an anchor none of
+        it."""
         first: dict[Values, Any] = {}  # group: sort key of its earliest stale snapshot
         for part in stale:
             g, c = self.split(tuple(part))
             first[g] = min(first.get(g, self.sort_key(c)), self.sort_key(c))
+        snaps = self._sorted[0]
         bound: dict[Values, Any] = {}  # group: sort key of that snapshot's anchor, or None
         for g, key in first.items():
-            earlier = [k for k in map(self.sort_key, self.snapshot_chains().get(g, [])) if k < key]
-            bound[g] = earlier[-1] if earlier else None
+            skeys = snaps.get(g, ([], ()))[0]
+            below = bisect_left(skeys, key)  # snapshots strictly before it
+            bound[g] = skeys[below - 1] if below else None
 
-        def kept(parts: frozenset[Values], anchor_too: bool) -> list[Values]:
-            def visits(p: Values) -> bool:
-                g, c = self.split(p)
-                if g not in bound:
-                    return True
-                b = bound[g]
-                return b is not None and (
-                    self.sort_key(c) <= b if anchor_too else self.sort_key(c) < b
-                )
-
-            return [p for p in sorted(parts) if visits(p)]
+        def visits(p: Values, anchor_too: bool) -> bool:
+            g, c = self.split(p)
+            if g not in bound:
+                return True
+            b = bound[g]
+            return b is not None and (self.sort_key(c) <= b if anchor_too else self.sort_key(c) < b)
 
         held = {g for g, b in bound.items() if b is None}
-        return kept(self.snapshots, True), kept(self.deltas, False), held
+        return (
+            [p for p in sorted(self.snapshots) if visits(p, True)],
+            [p for p in sorted(self.deltas) if visits(p, False)],
+            held,
+        )
 
     @staticmethod
     def stale_after_compaction(

@@ -359,11 +359,13 @@ class RunFlow:
     @staticmethod
     def _refuse_expired_history(run: ChainRun, loaded: Loaded, staged: Sequence[Values]) -> None:
         """A delta at or before the oldest snapshot expiration kept would change history that
-        is gone (planner.before_history)."""
+        is gone (planner.before_history), an empty one chain_partition adds for a group without
+        rows too: it would drop that snapshot, the group's only record of it."""
         if run.branch != "delta":
             return
         state, history = loaded.state(), loaded.history()
-        early = [p for p in staged if state.before_history(p, history)]
+        empties = [] if run.empty else empty_partitions(run.settings, state, staged)
+        early = [p for p in [*staged, *empties] if state.before_history(p, history)]
         if early:
             raise ChainConfigError(
                 f"chain_incremental model '{run.model}': delta partition "
@@ -569,6 +571,8 @@ class RunFlow:
             invalidated = [p for p in plan.written if p in state.snapshots]
             for snap, delta in state.stale_after_delta_write(plan.written).items():
                 stale[lay.path(snap)] = lay.path(delta)
+            for p in invalidated:  # dropped below: no mark left for a snapshot that is gone
+                stale.pop(lay.path(p), None)
         else:
             written = {lay.path(p) for p in plan.written}
             stale = {k: v for k, v in stale.items() if k not in written}
