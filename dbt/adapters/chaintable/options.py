@@ -205,10 +205,10 @@ def as_flag(value: Any) -> bool | None:
 
 
 def parse_bool(value: Any, default: bool, name: str, fail: Callable[[str], Exception]) -> bool:
-    """A boolean config or argument; None gives the default. Anything but a flag (as_flag) is
+    """A boolean config or argument; None or '' (an unset var) gives the default. Anything but a flag (as_flag) is
     refused (`fail(message)` makes the error) rather than read as false, or as a true
     non-empty string."""
-    flag = default if value is None else as_flag(value)
+    flag = default if value is None or value == "" else as_flag(value)
     if flag is None:
         raise fail(f"{name} must be true or false, got {value!r}")
     return flag

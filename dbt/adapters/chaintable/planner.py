@@ -60,9 +60,12 @@ def parse_partition_spec(spec: Any) -> dict[str, str]:
     `dt="20250811",hour="22"`. More than one partition (a list, or `;`, or a key given
     several values) is an error."""
     if isinstance(spec, Mapping):
-        several = [k for k, v in spec.items() if isinstance(v, (list, tuple, set, Mapping))]
         lowered = [str(k).lower() for k in spec]
-        several += sorted({str(k) for k in spec if lowered.count(str(k).lower()) > 1})
+        several = sorted(
+            str(k)
+            for k, v in spec.items()
+            if isinstance(v, (list, tuple, set, Mapping)) or lowered.count(str(k).lower()) > 1
+        )
         if several:
             raise ChainPlanError(
                 f"exactly one partition is expected, got several values for {several}: {spec!r}"

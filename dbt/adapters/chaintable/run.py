@@ -359,13 +359,11 @@ class RunFlow:
     @staticmethod
     def _refuse_expired_history(run: ChainRun, loaded: Loaded, staged: Sequence[Values]) -> None:
         """A delta at or before the oldest snapshot expiration kept would change history that
-        is gone (planner.before_history), an empty one chain_partition adds for a group without
-        rows too: it would drop that snapshot, the group's only record of it."""
+        is gone (planner.before_history)."""
         if run.branch != "delta":
             return
         state, history = loaded.state(), loaded.history()
-        empties = [] if run.empty else empty_partitions(run.settings, state, staged)
-        early = [p for p in [*staged, *empties] if state.before_history(p, history)]
+        early = [p for p in staged if state.before_history(p, history)]
         if early:
             raise ChainConfigError(
                 f"chain_incremental model '{run.model}': delta partition "
@@ -452,6 +450,19 @@ class RunFlow:
                     self.run(S.unset_properties(str(rel), dropped))
         state = loaded.state()
         empties = [] if run.empty else empty_partitions(run.settings, state, staged)
+        if run.branch == "delta":
+            # a group whose kept history starts at or after this day has no day here to mark
+            # "no changes": its day is that snapshot or expired, and an empty delta would drop
+            # the snapshot, the group's only record of its history
+            history = loaded.history()
+            before = [p for p in empties if state.before_history(p, history)]
+            if before:
+                logger.info(
+                    f"'{run.model}': no empty delta partition for "
+                    f"{[run.settings.layout.path(p) for p in before]}: at or before the oldest "
+                    "snapshot that expiration kept in the group"
+                )
+                empties = [p for p in empties if p not in before]
         written = sorted(set(staged) | set(empties))
         logger.info(
             f"'{run.model}': {len(staged)} partition(s) with rows, {len(empties)} empty "
