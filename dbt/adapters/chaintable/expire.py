@@ -262,7 +262,9 @@ def check_snapshot_drop(
 ) -> str | None:
     """Refuse (return why) dropping a snapshot that later deltas are read from when no earlier
     snapshot could anchor them instead: they would silently lose the full state before them.
-    A delta depends on it when it is the delta's nearest strictly earlier snapshot (read rule 2)."""
+    A delta depends on it when it is the delta's nearest strictly earlier snapshot (read rule 2)
+    and no snapshot of its own value shadows it (rule 1): a delta at the next snapshot's value
+    is read from neither, so it does not hold the drop back (as Paimon's drop check)."""
     key = sort_key(chain)
     others = [sort_key(s) for s in snapshots_of_group if sort_key(s) != key]
     if any(k < key for k in others):
@@ -272,7 +274,7 @@ def check_snapshot_drop(
         (
             d
             for d in deltas_of_group
-            if key < sort_key(d) and (following is None or sort_key(d) <= following)
+            if key < sort_key(d) and (following is None or sort_key(d) < following)
         ),
         key=sort_key,
     )
