@@ -131,3 +131,16 @@ def test_tblproperties_may_set_the_views_recent_branches_and_anything_else():
     props = {"chaintable.view-recent-branches": "1", "owner": "o'neil", "fields": "x"}
     s = ModelSettings.from_config("m", {**BASE, "tblproperties": props})
     assert dict(s.tblproperties) == props
+
+
+def test_a_missing_primary_key_says_that_unique_key_is_not_read():
+    """dbt's incremental models spell their key unique_key; a chain model needs primary_key."""
+    config = {"partition_by": ["dt"], "unique_key": ["id", "dt"]}
+    with pytest.raises(
+        ChainConfigError,
+        match=r"model 'm': primary_key is required \(a list containing every partition "
+        r"column\); unique_key \['id', 'dt'\] is not read by chain_incremental$",
+    ):
+        ModelSettings.from_config("m", config)
+    with pytest.raises(ChainConfigError, match=r"every partition column\)$"):
+        ModelSettings.from_config("m", {"partition_by": ["dt"]})

@@ -113,9 +113,9 @@ class CompactionPolicy:
         names the model."""
         if raw is None or raw == {} or str(raw).strip().lower() in ("", "none"):
             return None
-        if not isinstance(raw, Mapping) and as_flag(raw) is False:
-            return None
         if not isinstance(raw, Mapping):
+            if as_flag(raw) is False:
+                return None
             raise fail(
                 "chain_compaction must be a dict such as {max_chain_length: 7, mode: inline}, "
                 f"got {raw!r}"
@@ -205,9 +205,9 @@ def as_flag(value: Any) -> bool | None:
 
 
 def parse_bool(value: Any, default: bool, name: str, fail: Callable[[str], Exception]) -> bool:
-    """A boolean config or argument; None or '' (an unset var) gives the default. Anything but a flag (as_flag) is
-    refused (`fail(message)` makes the error) rather than read as false, or as a true
-    non-empty string."""
+    """A boolean config or argument; None or '' (an unset var) gives the default. Anything
+    but a flag (as_flag) is refused (`fail(message)` makes the error) rather than read as
+    false, or as a true non-empty string."""
     flag = default if value is None or value == "" else as_flag(value)
     if flag is None:
         raise fail(f"{name} must be true or false, got {value!r}")
@@ -225,9 +225,8 @@ def _as_list(value: Any) -> tuple[str, ...]:
 
 
 def _as_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
+    """A flag the adapter stored in TBLPROPERTIES: true only when spelt as one (as_flag)."""
+    return as_flag(value) is True
 
 
 @dataclass(frozen=True)
@@ -303,7 +302,13 @@ class ChainOptions:
             )
         primary_key = _as_list(config.get("primary_key"))
         if not primary_key:
-            raise fail("primary_key is required (a list containing every partition column)")
+            # dbt's incremental models name their key unique_key: say that it is not read here
+            hint = (
+                f"; unique_key {config.get('unique_key')!r} is not read by chain_incremental"
+                if config.get("unique_key")
+                else ""
+            )
+            raise fail("primary_key is required (a list containing every partition column)" + hint)
         missing = [c for c in partition_by if c not in primary_key]
         if missing:
             raise fail(

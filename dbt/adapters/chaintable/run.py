@@ -357,13 +357,21 @@ class RunFlow:
         return stage
 
     @staticmethod
-    def _refuse_expired_history(run: ChainRun, loaded: Loaded, staged: Sequence[Values]) -> None:
+    def _before_history(loaded: Loaded, parts: Sequence[Values]) -> list[Values]:
+        """The partitions of `parts` at or before the oldest snapshot that expiration kept in
+        their group (planner.before_history): history that is gone."""
+        state, history = loaded.state(), loaded.history()
+        return [p for p in parts if state.before_history(p, history)]
+
+    @classmethod
+    def _refuse_expired_history(
+        cls, run: ChainRun, loaded: Loaded, staged: Sequence[Values]
+    ) -> None:
         """A delta at or before the oldest snapshot expiration kept would change history that
-        is gone (planner.before_history)."""
+        is gone."""
         if run.branch != "delta":
             return
-        state, history = loaded.state(), loaded.history()
-        early = [p for p in staged if state.before_history(p, history)]
+        early = cls._before_history(loaded, staged)
         if early:
             raise ChainConfigError(
                 f"chain_incremental model '{run.model}': delta partition "
@@ -454,8 +462,7 @@ class RunFlow:
             # a group whose kept history starts at or after this day has no day here to mark
             # "no changes": its day is that snapshot or expired, and an empty delta would drop
             # the snapshot, the group's only record of its history
-            history = loaded.history()
-            before = [p for p in empties if state.before_history(p, history)]
+            before = self._before_history(loaded, empties)
             if before:
                 logger.info(
                     f"'{run.model}': no empty delta partition for "
