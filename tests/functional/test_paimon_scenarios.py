@@ -402,6 +402,47 @@ def test_paimon_first_write_to_delta_with_a_date_column(project):
     assert p.rows("SELECT * FROM {s}.t") == [("1", "1", "1", "20260224")]
 
 
+def test_paimon_minute_level_partitions(project):
+    """testChainTableWithMinuteLevelPartitions: chain keys (dt, hr_min) whose values hold a
+    ':' (Hive escapes it in partition paths), a pattern and formatter down to the minute. Past
+    Paimon's read: the day compacted with Paimon's quoted partition string, then read again."""
+    p = project
+    model = MODEL.format(
+        part="['dt', 'hr_min']",
+        pk="['dt', 'hr_min', 't1']",
+        extra="sequence_field='t2', partition_timestamp_pattern='$dt $hr_min:00', "
+        "partition_timestamp_formatter='yyyyMMdd HH:mm:ss',",
+        cols="t1, t2, t3, dt, hr_min",
+    )
+    writes = [
+        ("snapshot", ("20250810", "01:01"), [(3, 1, "3")]),
+        ("snapshot", ("20250810", "03:30"), [(4, 1, "4")]),
+        ("delta", ("20250810", "03:35"), [(5, 1, "5")]),
+        ("delta", ("20250810", "03:40"), [(6, 1, "6")]),
+        ("delta", ("20250810", "03:45"), [(7, 1, "7")]),
+    ]
+    cols = "w int, t1 bigint, t2 bigint, t3 string, dt string, hr_min string"
+    # Paimon writes the snapshots first
+    write_all(p, model, by_branch(writes)[::-1], cols, lambda r, key: r + key)
+    assert p.partitions("t__delta") == [
+        "dt=20250810/hr_min=03%3A35",
+        "dt=20250810/hr_min=03%3A40",
+        "dt=20250810/hr_min=03%3A45",
+    ]
+    day = "SELECT * FROM T WHERE dt = '20250810' AND hr_min = '03:40'"
+    expected = [(4, 1, "4", "20250810", "03:40"), (5, 1, "5", "20250810", "03:40")]
+    expected.append((6, 1, "6", "20250810", "03:40"))
+    assert q(p, day) == expected
+    assert compacted(p, 'dt="20250810", hr_min="03:40"')
+    assert p.partitions("t__snapshot") == [
+        "dt=20250810/hr_min=01%3A01",
+        "dt=20250810/hr_min=03%3A30",
+        "dt=20250810/hr_min=03%3A40",
+    ]
+    assert q(p, day) == expected
+    assert q(p, "SELECT t1 FROM T WHERE hr_min = '03:45'") == [(4,), (5,), (6,), (7,)]
+
+
 # ---- compaction: Paimon's CompactChainTableProcedureITCase ------------------------------------
 def compacted(p, partition, overwrite=False):
     args = {"model": "t", "partition": partition}
