@@ -228,6 +228,45 @@ def test_crash_while_a_rewrite_rebuilds_the_cumulative_delta(grouped, monkeypatc
     assert scratch_tables(p) == []
 
 
+@pytest.mark.parametrize("point, published", [("run.staged", False), ("publish.done", True)])
+def test_crash_rewriting_a_compacted_day_then_another_command_recovers(
+    grouped, monkeypatch, point, published
+):
+    """A rewritten delta P invalidates snapshot P. A crash after the publish, before that
+    snapshot is dropped, must not leave it in front of the new delta: whoever takes the lock
+    next (here the next day's run, not a rerun) drops it. Before the publish nothing changes."""
+    p = grouped
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250802"}})
+    before = full(p)
+    rewrite_day2(p)
+    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (4, 'd', 'US', '20250803')")
+    monkeypatch.setenv("CHAINTABLE_FAILPOINT", point)
+    p.dbt("run", vars={"dt": "20250802"}, expect_ok=False)
+    monkeypatch.delenv("CHAINTABLE_FAILPOINT")
+    p.dbt("run", vars={"dt": "20250803"})
+    assert "breaking the lock" in p.log_text()
+    day2 = {
+        "region=CN/dt=20250802": [(1, "A2")],
+        "region=US/dt=20250802": [(2, "B2")],
+        "region=EU/dt=20250802": [(3, "C2")],
+    }
+    if not published:
+        day2 = {k: before[k] for k in day2}
+    day3 = {
+        "region=CN/dt=20250803": day2["region=CN/dt=20250802"],
+        "region=US/dt=20250803": day2["region=US/dt=20250802"] + [(4, "d")],
+        "region=EU/dt=20250803": day2["region=EU/dt=20250802"],
+    }
+    assert full(p) == {**before, **day2, **day3}
+    snapshots = [f"region={r}/dt=20250802" for r in ("CN", "EU", "US")]
+    assert [s in p.partitions("t__snapshot") for s in snapshots] == [not published] * 3
+    if published:
+        assert "which the unfinished run's rewritten delta partition(s) invalidate" in (
+            p.log_text()
+        )
+    assert scratch_tables(p) == []
+
+
 @pytest.mark.parametrize("point", ["compact.staged", "publish.first", "publish.done"])
 def test_crash_during_compaction(grouped, monkeypatch, point):
     p = grouped

@@ -198,6 +198,21 @@ def test_delta_run_rewriting_a_day_switches_it_and_marks_later_snapshots_stale()
     check("delta_rewrite", conns.statements)
 
 
+def test_delta_run_rewriting_a_compacted_day_names_the_snapshot_it_invalidates_on_the_lock():
+    """CN 0108 is a snapshot: the lock names it before the publish (for recovery), the view
+    stops reading it, it is dropped, and the lock forgets it."""
+    conns, adapter, rel = setup()
+    conns.answer("count_if(", [("CN", "20250108", 2, 2, 0, 0, 0, False, 7, 0)])
+    assert model_run(conns, adapter, rel, dict(CONFIG), True) == "OK: 1 delta partition(s)"
+    text = normalized(conns.statements)
+    named = text.index("SET TBLPROPERTIES ('chaintable.stage.invalidates' = ")
+    published = text.index("ALTER TABLE s.t__delta PARTITION")
+    dropped = text.index("ALTER TABLE s.t__snapshot DROP IF EXISTS PARTITION (`region` = 'CN'")
+    forgot = text.index("UNSET TBLPROPERTIES IF EXISTS ('chaintable.stage.invalidates')")
+    assert named < published < dropped < forgot
+    check("delta_rewrite_invalidates", conns.statements)
+
+
 def test_first_run_creates_both_branches_under_location_root():
     conns = FakeConnections()
     adapter = fake_adapter(conns)
@@ -333,3 +348,18 @@ def test_a_run_refuses_rows_whose_partition_spark_spells_otherwise_than_chain_pa
     assert f"ALTER TABLE s.t__chain_gc ADD PARTITION (`d` = 'RUN0002-0') LOCATION '{stage}'" in (
         conns.statements
     )
+
+
+@pytest.mark.parametrize(
+    "location, run_id, inside",
+    [
+        ("file:/w/t__delta/_chain_v/RUN0001", "RUN0001", True),
+        ("file:/w/t__delta/_chain_v/RUN0001/", "RUN0001", True),
+        ("file:/w/t__delta/_chain_v/RUN0001/region=CN/dt=20250108", "RUN0001", True),
+        ("file:/w/t__delta/_chain_v/RUN00012/region=CN/dt=20250108", "RUN0001", False),
+        ("file:/w/t__delta/region=CN/dt=20250108", "RUN0001", False),
+    ],
+)
+def test_a_partition_lies_in_a_runs_directory_or_below_it(location, run_id, inside):
+    """How recovery tells that an unfinished run published a delta partition."""
+    assert safety.in_version(location, run_id) is inside

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 
@@ -28,6 +29,7 @@ from dbt.adapters.chaintable.planner import (
 )
 from dbt.adapters.chaintable.runner import logger
 from dbt.adapters.chaintable.sql import statements as S
+from dbt.adapters.chaintable.view import ViewWriter
 
 
 def _columns_of(path: str) -> list[str]:
@@ -45,6 +47,9 @@ class Publisher:
         # {lock view: what the lock records of its run's bare stage directory}, from when the
         # directory is written (staged) until it is published: what a failure in between leaves
         self._stages: dict[str, dict[str, str]] = {}
+        # {lock view: its record of the snapshot partitions the run's delta write invalidates},
+        # from before the publish until they are dropped (safety.P_INVALIDATES)
+        self._invalidations: dict[str, dict[str, str]] = {}
 
     # ---- the lock -----------------------------------------------------------------------------
     @contextmanager
@@ -83,9 +88,29 @@ class Publisher:
         self._stages[str(tables.lock)] = dict(record)
 
     def _release(self, key: str) -> dict[str, str]:
-        """Forget holding lock `key`; returns what it recorded of a bare stage directory."""
+        """Forget holding lock `key`; returns what it recorded of a bare stage directory and of
+        the snapshot partitions its run invalidates."""
         self._held.pop(key, None)
-        return self._stages.pop(key, {})
+        return {**self._stages.pop(key, {}), **self._invalidations.pop(key, {})}
+
+    def invalidating(
+        self, tables: ChainTables, run_id: str, partition_by: Sequence[str], parts: Sequence[Values]
+    ) -> None:
+        """Before a delta run publishes `parts`, which the snapshot branch also holds: the lock
+        names them, so that a failure or crash after the publish still ends with those snapshot
+        partitions dropped (_finish_invalidation)."""
+        specs = [dict(zip(partition_by, p, strict=True)) for p in parts]
+        record = {safety.P_INVALIDATES: json.dumps({"run": run_id, "partitions": specs})}
+        lock = str(tables.lock)
+        self.run(S.set_view_properties(lock, record))
+        self._invalidations[lock] = record
+
+    def invalidated(self, tables: ChainTables) -> None:
+        """The run dropped the snapshot partitions it invalidated: the lock forgets them (a
+        compaction later in the run may write those partitions again)."""
+        lock = str(tables.lock)
+        if self._invalidations.pop(lock, None):
+            self.run(S.unset_view_properties(lock, [safety.P_INVALIDATES]))
 
     def _acquire(
         self, tables: ChainTables, operation: str, me: safety.Owner, stage: Mapping[str, str]
@@ -151,7 +176,50 @@ class Publisher:
         if garbage or name_of(tables.gc).lower() in present:
             self.gc(tables, garbage)
         scratch = {name_of(r).lower() for r in (tables.stage, tables.pub, tables.gc)}
-        return frozenset(present - scratch)
+        names = frozenset(present - scratch)
+        if lock.get(safety.P_INVALIDATES):
+            self._finish_invalidation(tables, json.loads(lock[safety.P_INVALIDATES]), names)
+        return names
+
+    def _finish_invalidation(
+        self, tables: ChainTables, record: Mapping[str, Any], names: frozenset[str]
+    ) -> None:
+        """What an unfinished delta run left of its invalidation (safety.P_INVALIDATES): each
+        snapshot partition whose delta partition the run published is dropped, as the run
+        would have done: later snapshots built on the old delta marked stale, the view pointed
+        at the chain without it, then the partition dropped. A delta the run did not publish
+        leaves its snapshot partition as it is."""
+        if not {name_of(tables.snapshot).lower(), name_of(tables.delta).lower()} <= names:
+            return
+        loaded = self.catalog.load(tables.view)
+        cols, run_id = loaded.opts.partition_by, str(record["run"])
+        asked = [tuple(str(spec.get(c)) for c in cols) for spec in record["partitions"]]
+        published = [
+            p
+            for p in asked
+            if p in loaded.snapshots
+            and p in loaded.deltas
+            and safety.in_version(self.catalog.partition_location(tables.delta, cols, p), run_id)
+        ]
+        if not published:
+            return
+        state, lay = loaded.state(), loaded.layout
+        stale = loaded.stale()
+        for snap, delta in state.stale_after_delta_write(published).items():
+            stale[lay.path(snap)] = lay.path(delta)
+        for p in published:
+            stale.pop(lay.path(p), None)
+        if stale != loaded.stale():
+            self.catalog.set_stale(tables, stale)
+        logger.info(
+            f"{tables.view}: dropping snapshot partition(s) {[lay.path(p) for p in published]}, "
+            "which the unfinished run's rewritten delta partition(s) invalidate"
+        )
+        ViewWriter(self.catalog).refresh(loaded, state.without(snapshots=published))
+        self.catalog.retire(
+            "invalidated snapshot partitions",
+            loaded.renderer().drop_partitions(str(tables.snapshot), published),
+        )
 
     def _unpublished_directory(self, target: str, run_id: str, single: str | None) -> list[str]:
         """A run's bare stage directory (safety.P_STAGE_RUN) unless its one partition `single`

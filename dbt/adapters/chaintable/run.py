@@ -263,6 +263,11 @@ class RunFlow:
                     plan,
                     loaded=self.accumulator.before_write(plan.loaded, run.branch, plan.written),
                 )
+                invalidated = self._invalidated(run, plan)
+                if invalidated:  # dropped after the publish, or by whoever recovers from it
+                    self.publisher.invalidating(
+                        run.tables, stage.run_id, run.opts.partition_by, invalidated
+                    )
             stage_dropped = self._write(run, stage, plan)
             logger.info(
                 f"'{run.model}': {len(plan.written)} partition(s) written to the {run.branch} "
@@ -355,6 +360,15 @@ class RunFlow:
             )
         )
         return stage
+
+    @staticmethod
+    def _invalidated(run: ChainRun, plan: WritePlan) -> list[Values]:
+        """The snapshot partitions a delta write of `plan` invalidates: the same partitions
+        (a rewritten delta P invalidates snapshot P)."""
+        if run.branch != "delta" or not run.publishes:
+            return []
+        snapshots = set(plan.loaded.snapshots)
+        return [p for p in plan.written if p in snapshots]
 
     @staticmethod
     def _before_history(loaded: Loaded, parts: Sequence[Values]) -> list[Values]:
@@ -586,7 +600,7 @@ class RunFlow:
         stale = loaded.stale()
         invalidated: list[Values] = []
         if run.branch == "delta":
-            invalidated = [p for p in plan.written if p in state.snapshots]
+            invalidated = self._invalidated(run, plan)
             for snap, delta in state.stale_after_delta_write(plan.written).items():
                 stale[lay.path(snap)] = lay.path(delta)
             for p in invalidated:  # dropped below: no mark left for a snapshot that is gone
@@ -615,6 +629,7 @@ class RunFlow:
                 "invalidated snapshot partitions",
                 loaded.renderer().drop_partitions(str(tables.snapshot), invalidated),
             )
+            self.publisher.invalidated(tables)
         if not stage_dropped:
             self.publisher.drop_scratch(tables)
         return loaded

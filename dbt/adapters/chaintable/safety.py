@@ -40,6 +40,11 @@ P_PARTITION = "chaintable.stage.partition"
 # on the lock of a run that stages its one partition in a bare directory (no staging table):
 # the run id naming that directory below its target's location (version_location)
 P_STAGE_RUN = "chaintable.stage.run"
+# on the lock of a delta run that rewrites partitions the snapshot branch also holds, before
+# it publishes them: JSON {"run": run id, "partitions": [{column: value}, ...]}. A rewritten
+# delta P invalidates snapshot P; whoever recovers after a crash between the publish and the
+# drop of those snapshot partitions drops the ones whose delta the run did publish
+P_INVALIDATES = "chaintable.stage.invalidates"
 # file formats that read columns by name: a partition's files may then hold its partition
 # columns too (a stage without partitions publishes its directory as they are)
 BY_NAME_FORMATS = frozenset({"parquet", "orc"})
@@ -88,6 +93,12 @@ def new_run_id(now: dt.datetime | None = None) -> str:
 
 def version_location(table_location: str, run_id: str) -> str:
     return f"{table_location.rstrip('/')}/{VERSIONS_DIR}/{run_id}"
+
+
+def in_version(location: str, run_id: str) -> bool:
+    """Whether `location` is run `run_id`'s directory or lies below it (a partition of a
+    staging table there)."""
+    return f"/{VERSIONS_DIR}/{run_id}/" in location.rstrip("/") + "/"
 
 
 def is_version(location: str, run_id: str) -> bool:

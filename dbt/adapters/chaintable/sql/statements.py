@@ -124,6 +124,13 @@ def set_view_properties(relation: str, props: Mapping[str, str]) -> str:
     return f"ALTER VIEW {relation} SET TBLPROPERTIES ({properties_sql(props)})"
 
 
+def unset_view_properties(relation: str, keys: Sequence[str]) -> str:
+    return (
+        f"ALTER VIEW {relation} UNSET TBLPROPERTIES IF EXISTS "
+        f"({', '.join(string(k) for k in sorted(keys))})"
+    )
+
+
 def drop_table(relation: str) -> str:
     return f"DROP TABLE IF EXISTS {relation}"
 
