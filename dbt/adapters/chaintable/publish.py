@@ -67,6 +67,10 @@ class Publisher:
             return
         broken = self._acquire(tables, operation, me, stage or {})
         self._held[key] = me.invocation
+        if broken and broken.get(safety.P_INVALIDATES):
+            # on this lock until the recovery below has finished it: a failure or crash in
+            # between leaves it to the next writer
+            self._name(tables, {safety.P_INVALIDATES: broken[safety.P_INVALIDATES]})
         try:
             yield self.recover(tables, broken)
         except safety.SimulatedCrash:
@@ -74,10 +78,9 @@ class Publisher:
             raise
         except Exception:
             own = self._release(key)
-            try:
-                self.recover(tables, own)  # a refused or failed write leaves nothing behind
-            finally:
-                self.run(S.drop_view(str(tables.lock)))
+            self.recover(tables, own)  # a refused or failed write leaves nothing behind
+            # (a recovery that fails keeps the lock and what it names for the next writer's)
+            self.run(S.drop_view(str(tables.lock)))
             raise
         self._release(key)
         self.run(S.drop_view(str(tables.lock)))
@@ -94,20 +97,32 @@ class Publisher:
         return {**self._stages.pop(key, {}), **self._invalidations.pop(key, {})}
 
     def invalidating(
-        self, tables: ChainTables, run_id: str, partition_by: Sequence[str], parts: Sequence[Values]
+        self,
+        tables: ChainTables,
+        run_id: str,
+        partition_by: Sequence[str],
+        written: Sequence[Values],
+        invalidated: Sequence[Values],
     ) -> None:
-        """Before a delta run publishes `parts`, which the snapshot branch also holds: the lock
-        names them, so that a failure or crash after the publish still ends with those snapshot
-        partitions dropped (_finish_invalidation)."""
-        specs = [dict(zip(partition_by, p, strict=True)) for p in parts]
-        record = {safety.P_INVALIDATES: json.dumps({"run": run_id, "partitions": specs})}
+        """Before a delta run publishes `written`, of which the snapshot branch also holds
+        `invalidated` (or which later snapshots were built on): the lock names them, so that a
+        failure or crash after the publish still ends as the run would have
+        (_finish_invalidation)."""
+
+        def specs(parts: Sequence[Values]) -> list[dict[str, str]]:
+            return [dict(zip(partition_by, p, strict=True)) for p in parts]
+
+        record = {"run": run_id, "written": specs(written), "partitions": specs(invalidated)}
+        self._name(tables, {safety.P_INVALIDATES: json.dumps(record)})
+
+    def _name(self, tables: ChainTables, record: Mapping[str, str]) -> None:
         lock = str(tables.lock)
         self.run(S.set_view_properties(lock, record))
-        self._invalidations[lock] = record
+        self._invalidations[lock] = dict(record)
 
     def invalidated(self, tables: ChainTables) -> None:
-        """The run dropped the snapshot partitions it invalidated: the lock forgets them (a
-        compaction later in the run may write those partitions again)."""
+        """What the lock named (invalidating) is done: it forgets it (a compaction later in
+        the run may write those snapshot partitions again)."""
         lock = str(tables.lock)
         if self._invalidations.pop(lock, None):
             self.run(S.unset_view_properties(lock, [safety.P_INVALIDATES]))
@@ -179,46 +194,49 @@ class Publisher:
         names = frozenset(present - scratch)
         if lock.get(safety.P_INVALIDATES):
             self._finish_invalidation(tables, json.loads(lock[safety.P_INVALIDATES]), names)
+            self.invalidated(tables)  # carried on this lock until now (locked)
         return names
 
     def _finish_invalidation(
         self, tables: ChainTables, record: Mapping[str, Any], names: frozenset[str]
     ) -> None:
-        """What an unfinished delta run left of its invalidation (safety.P_INVALIDATES): each
-        snapshot partition whose delta partition the run published is dropped, as the run
-        would have done: later snapshots built on the old delta marked stale, the view pointed
-        at the chain without it, then the partition dropped. A delta the run did not publish
-        leaves its snapshot partition as it is."""
+        """What an unfinished delta run left of its write (safety.P_INVALIDATES), done as the
+        run would have done it for each partition the run published: later snapshots built on
+        the old delta marked stale, and the snapshot partitions of the same values dropped
+        after the view stops reading them. A delta the run did not publish changes nothing."""
         if not {name_of(tables.snapshot).lower(), name_of(tables.delta).lower()} <= names:
             return
         loaded = self.catalog.load(tables.view)
         cols, run_id = loaded.opts.partition_by, str(record["run"])
-        asked = [tuple(str(spec.get(c)) for c in cols) for spec in record["partitions"]]
+
+        def values(key: str) -> list[Values]:
+            return [tuple(str(spec.get(c)) for c in cols) for spec in record.get(key, [])]
+
         published = [
             p
-            for p in asked
-            if p in loaded.snapshots
-            and p in loaded.deltas
+            for p in values("written")
+            if p in loaded.deltas
             and safety.in_version(self.catalog.partition_location(tables.delta, cols, p), run_id)
         ]
-        if not published:
-            return
+        dropped = [p for p in values("partitions") if p in published and p in loaded.snapshots]
         state, lay = loaded.state(), loaded.layout
         stale = loaded.stale()
         for snap, delta in state.stale_after_delta_write(published).items():
             stale[lay.path(snap)] = lay.path(delta)
-        for p in published:
+        for p in dropped:
             stale.pop(lay.path(p), None)
         if stale != loaded.stale():
             self.catalog.set_stale(tables, stale)
+        if not dropped:
+            return
         logger.info(
-            f"{tables.view}: dropping snapshot partition(s) {[lay.path(p) for p in published]}, "
+            f"{tables.view}: dropping snapshot partition(s) {[lay.path(p) for p in dropped]}, "
             "which the unfinished run's rewritten delta partition(s) invalidate"
         )
-        ViewWriter(self.catalog).refresh(loaded, state.without(snapshots=published))
+        ViewWriter(self.catalog).refresh(loaded, state.without(snapshots=dropped))
         self.catalog.retire(
             "invalidated snapshot partitions",
-            loaded.renderer().drop_partitions(str(tables.snapshot), published),
+            loaded.renderer().drop_partitions(str(tables.snapshot), dropped),
         )
 
     def _unpublished_directory(self, target: str, run_id: str, single: str | None) -> list[str]:

@@ -264,9 +264,14 @@ class RunFlow:
                     loaded=self.accumulator.before_write(plan.loaded, run.branch, plan.written),
                 )
                 invalidated = self._invalidated(run, plan)
-                if invalidated:  # dropped after the publish, or by whoever recovers from it
+                # snapshots to drop or mark stale after the publish: named on the lock first,
+                # for whoever recovers from a crash in between (a new newest day has none)
+                if invalidated or (
+                    run.branch == "delta"
+                    and plan.loaded.state().stale_after_delta_write(plan.written)
+                ):
                     self.publisher.invalidating(
-                        run.tables, stage.run_id, run.opts.partition_by, invalidated
+                        run.tables, stage.run_id, run.opts.partition_by, plan.written, invalidated
                     )
             stage_dropped = self._write(run, stage, plan)
             logger.info(
@@ -629,7 +634,7 @@ class RunFlow:
                 "invalidated snapshot partitions",
                 loaded.renderer().drop_partitions(str(tables.snapshot), invalidated),
             )
-            self.publisher.invalidated(tables)
+        self.publisher.invalidated(tables)  # the lock forgets what it named for recovery
         if not stage_dropped:
             self.publisher.drop_scratch(tables)
         return loaded

@@ -31,6 +31,8 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
+ALTER VIEW s.t__chain_lock SET TBLPROPERTIES ('chaintable.stage.invalidates' = '{"run": "RUN0001", "written": [{"region": "CN", "dt": "20250105"}], "partitions": []}')
+;
 DESCRIBE FORMATTED s.t__delta PARTITION (`region` = 'CN', `dt` = '20250105')
 ;
 ALTER TABLE s.t__chain_stage SET TBLPROPERTIES ('chaintable.stage.replaces' = '{"region=CN/dt=20250105": "file:/warehouse/s.db/t__delta/region=CN/dt=20250105"}')
@@ -118,6 +120,8 @@ UNION ALL
 SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__cumulative __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'cumulative') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt` AND __b.`ct__stamp` = __m.`ct__stamp`) __c WHERE NOT coalesce(`op` IN ('-U', '-D'), false)) __g) __v WHERE coalesce(`dt` >= '20250102' AND `dt` <= '20250107', false)
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 0f07f9e93424801f')
+;
+ALTER VIEW s.t__chain_lock UNSET TBLPROPERTIES IF EXISTS ('chaintable.stage.invalidates')
 ;
 SHOW TABLES IN s LIKE 't__snapshot|t__cumulative|t__chain_map'
 ;

@@ -29,7 +29,7 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
-ALTER VIEW s.t__chain_lock SET TBLPROPERTIES ('chaintable.stage.invalidates' = '{"run": "RUN0001", "partitions": [{"region": "CN", "dt": "20250108"}]}')
+ALTER VIEW s.t__chain_lock SET TBLPROPERTIES ('chaintable.stage.invalidates' = '{"run": "RUN0001", "written": [{"region": "CN", "dt": "20250108"}], "partitions": [{"region": "CN", "dt": "20250108"}]}')
 ;
 DESCRIBE FORMATTED s.t__delta PARTITION (`region` = 'CN', `dt` = '20250108')
 ;
