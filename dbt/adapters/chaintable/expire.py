@@ -262,9 +262,11 @@ def check_snapshot_drop(
 ) -> str | None:
     """Refuse (return why) dropping a snapshot that later deltas are read from when no earlier
     snapshot could anchor them instead: they would silently lose the full state before them.
-    A delta depends on it when it is the delta's nearest strictly earlier snapshot (read rule 2)
-    and no snapshot of its own value shadows it (rule 1): a delta at the next snapshot's value
-    is read from neither, so it does not hold the drop back (as Paimon's drop check)."""
+    A delta depends on it when it is the delta's nearest strictly earlier snapshot (read rule 2).
+    A delta at the next snapshot's value counts too, though that snapshot shadows it (Paimon's
+    drop check counts only the deltas before it): a recompaction of that snapshot with
+    overwrite, or a rewrite of the delta, which drops the snapshot, reads that day from the
+    snapshot dropped here."""
     key = sort_key(chain)
     others = [sort_key(s) for s in snapshots_of_group if sort_key(s) != key]
     if any(k < key for k in others):
@@ -274,7 +276,7 @@ def check_snapshot_drop(
         (
             d
             for d in deltas_of_group
-            if key < sort_key(d) and (following is None or sort_key(d) < following)
+            if key < sort_key(d) and (following is None or sort_key(d) <= following)
         ),
         key=sort_key,
     )
