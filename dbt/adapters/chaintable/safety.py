@@ -40,10 +40,10 @@ P_PARTITION = "chaintable.stage.partition"
 # on the lock of a run that stages its one partition in a bare directory (no staging table):
 # the run id naming that directory below its target's location (version_location)
 P_STAGE_RUN = "chaintable.stage.run"
-# on the lock of a delta run that rewrites partitions the snapshot branch also holds, before
-# it publishes them: JSON {"run": run id, "partitions": [{column: value}, ...]}. A rewritten
-# delta P invalidates snapshot P; whoever recovers after a crash between the publish and the
-# drop of those snapshot partitions drops the ones whose delta the run did publish
+# on the lock of a delta run whose write drops snapshot partitions (a rewritten delta P
+# invalidates snapshot P) or marks later snapshots stale, before it publishes: JSON {"run": run
+# id, "written": [{column: value}, ...], "partitions": the invalidated ones}. Whoever recovers
+# after a crash before the run finished does both for each partition the run did publish
 P_INVALIDATES = "chaintable.stage.invalidates"
 # file formats that read columns by name: a partition's files may then hold its partition
 # columns too (a stage without partitions publishes its directory as they are)
