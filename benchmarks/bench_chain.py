@@ -141,7 +141,9 @@ def generate_source(spark, rows: int, days: list[str], rate: float, groups: int)
 
 
 # ---- the dbt project -------------------------------------------------------------------------
-def write_project(root: Path, groups: int, baseline_sql: str, compact_every: int) -> Path:
+def write_project(
+    root: Path, groups: int, baseline_sql: str, compact_every: int, cumulative_delta: bool = True
+) -> Path:
     proj = root / "project"
     (proj / "models").mkdir(parents=True)
     part = ["grp", "dt"] if groups > 1 else ["dt"]
@@ -186,6 +188,7 @@ def write_project(root: Path, groups: int, baseline_sql: str, compact_every: int
             rowkind_field='op',
             chain_partition={{'dt': var('dt')}},
             chain_compaction={{'max_chain_length': {compact_every}, 'mode': 'inline'}},
+            cumulative_delta={cumulative_delta},
         ) }}}}
         select {cols}, dt
         from {{{{ source('src', 'changes') }}}}
@@ -374,6 +377,13 @@ def main() -> int:
         help="the classic job's merge: row_number over yesterday + changes (default) "
         "or a broadcast anti join",
     )
+    ap.add_argument(
+        "--cumulative-delta",
+        choices=["on", "off"],
+        default="on",
+        help="the chain's cumulative_delta config: off measures the merge-on-read chain (what "
+        "the daily run costs without the cumulative build, and what reads cost without it)",
+    )
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
     args = ap.parse_args()
@@ -399,7 +409,9 @@ def main() -> int:
     print(
         f"  source rows per day: {src_counts[days[0]]} then ~{src_counts[days[-1]]} ({gen_s:.0f} s)"
     )
-    proj = write_project(root, args.groups, args.baseline_sql, args.compact_every)
+    proj = write_project(
+        root, args.groups, args.baseline_sql, args.compact_every, args.cumulative_delta == "on"
+    )
     dbt = Dbt(proj, spark)
     dbt.invoke("parse")  # the first invocation loads dbt and the adapter: not part of any day
 

@@ -409,3 +409,68 @@ def test_switched_off_and_on_again_the_cumulative_delta_is_created_again(twins):
     assert "building the cumulative delta failed" not in p.log_text()
     assert served(p) == DAYS[5:6]
     same(p)
+
+
+def test_a_daily_run_checks_its_rows_as_it_builds_the_cumulative_delta(project):
+    """Once the cumulative table exists, a daily run of a new day reads its staged rows once:
+    in the cumulative build, which fails on a row the checks refuse and on tied rows (here
+    below the key's winning row, where the rank alone would hide them). The run then names
+    the row as any run does and writes nothing. A row at or below the anchor's highest
+    sequence fails the build too: that day is checked and built after the publish as before."""
+    p = project
+    base = [(1, "a", "+I", 1, DAYS[0]), (2, "b", "+I", 1, DAYS[0]), (3, "c", "+I", 1, DAYS[0])]
+    base += [(1, "a1", "+U", 5, DAYS[1]), (2, "b2", "+U", 6, DAYS[2]), (4, "d", "+I", 6, DAYS[2])]
+    cols = "id int, v string, op string, seq int, dt string"
+    p.table("changes", cols, base)
+    p.model("t", MODEL.format(on="true", cols=COLS))
+    p.dbt("run", vars={"dt": DAYS[0], "branch": "snapshot"})
+    p.dbt("run", vars={"dt": DAYS[1]})
+    checked = "its rows checked as its cumulative delta is built"
+    assert checked not in p.log_text()  # the cumulative table is created by this run
+    p.dbt("run", vars={"dt": DAYS[2]})
+    assert checked in p.log_text()
+    assert "(1 from the day before; 1 without reading the anchor" in p.log_text()
+    expected = {
+        f"dt={DAYS[0]}": [(1, "a"), (2, "b"), (3, "c")],
+        f"dt={DAYS[1]}": [(1, "a1"), (2, "b"), (3, "c")],
+        f"dt={DAYS[2]}": [(1, "a1"), (2, "b2"), (3, "c"), (4, "d")],
+    }
+    assert state(p, "t") == expected
+    reads_as(p, "t", expected)
+    assert served(p) == DAYS[1:3]
+    deltas, cumulative = p.partitions("t__delta"), p.partitions("t__cumulative")
+
+    day = DAYS[3]
+    refused = [
+        (
+            [(5, "x", "+I", 9, day), (5, "e", "+I", 7, day), (5, "e2", "+U", 7, day)],
+            f"2 rows for key (id=5, dt='{day}', seq=7) in one partition with the same "
+            "sequence value",
+        ),
+        ([(6, "n", "+I", 7, day), (None, "n", "+I", 7, day)], "NULL in primary key column(s)"),
+        (
+            [(6, "k", "X", 7, day)],
+            "rowkind_field 'op' must be one of ['+I', '-U', '+U', '-D'], got 'X' for key (id=6",
+        ),
+    ]
+    for rows, message in refused:
+        p.table("changes", cols, base + rows)
+        p.dbt("run", vars={"dt": day}, expect_ok=False)
+        assert message in p.log_text() and "nothing was written" in p.log_text()
+        assert checked in p.log_text()  # found by the build, named by the stage's checks
+        assert (p.partitions("t__delta"), p.partitions("t__cumulative")) == (deltas, cumulative)
+        assert state(p, "t") == expected
+
+    # a late row (sequence 0, below the anchor's highest 1): the anchor's row of key 3 wins
+    p.table("changes", cols, base + [(3, "late", "+U", 0, day), (1, None, "-D", 8, day)])
+    p.dbt("run", vars={"dt": day})
+    assert "1 partition(s) with rows, 0 empty partition(s)" in p.log_text()
+    assert "without reading the anchor" not in p.log_text()
+    expected[f"dt={day}"] = [(2, "b2"), (3, "c"), (4, "d")]
+    # a day without rows: checked as it is built, the same state as the day before
+    p.dbt("run", vars={"dt": DAYS[4]})
+    assert checked in p.log_text()
+    expected[f"dt={DAYS[4]}"] = expected[f"dt={day}"]
+    assert state(p, "t") == expected
+    reads_as(p, "t", expected)
+    assert served(p) == DAYS[1:5]

@@ -255,6 +255,45 @@ def test_delta_run_of_one_partition_stages_it_without_partitions_and_publishes_i
     ) in conns.statements
 
 
+def test_a_daily_run_checks_its_rows_in_the_cumulative_build_before_it_publishes():
+    """The steady state: the day after a run that built the cumulative delta. No query of its
+    own checks the staged rows: the build of the day's cumulative partition reads them through
+    the rules (each fails the query) and fails on tied rows, before the delta partition is
+    published; the partition it wrote is only added after the publish."""
+    conns, adapter, rel = setup()
+    conns.answer("count_if(", [("US", "20250105", 2, 2, 0, 0, 0, False, 7, 0)])
+    config = {**CONFIG, "chain_partition": {"region": "US", "dt": "20250105"}}
+    assert model_run(conns, adapter, rel, config, True) == "OK: 1 delta partition(s)"
+    conns.statements.clear()
+    conns.answers.clear()
+    conns.answer("max(CAST(", [("US", "20250101", 5)])  # the anchor's highest sequence
+    config = {**CONFIG, "chain_partition": {"region": "US", "dt": "20250106"}}
+    assert model_run(conns, adapter, rel, config, True) == "OK: 1 delta partition(s)"
+    check("delta_run_checked_build", conns.statements)
+    assert not [s for s in conns.statements if "count_if(" in s]  # no check query
+    stage = "file:/warehouse/s.db/t__delta/_chain_v/RUN0004"
+    build = next(s for s in conns.statements if "t__cumulative/_chain_v/" in s)
+    publish = (
+        "ALTER TABLE s.t__delta ADD PARTITION (`region` = 'US', `dt` = '20250106') "
+        f"LOCATION '{stage}'"
+    )
+    assert conns.statements.index(build) < conns.statements.index(publish)
+    # the staged rows, through the rules; the deltas published before, from the branch
+    assert (
+        "SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT * FROM parquet.`"
+        f"{stage}`) __g WHERE CASE WHEN `id` IS NULL OR `region` IS NULL OR `dt` IS NULL THEN "
+        "raise_error('chaintable: a staged row breaks a check') WHEN NOT coalesce(`op` IN "
+        "('+I', '-U', '+U', '-D'), false) THEN raise_error('chaintable: a staged row breaks a "
+        "check') WHEN coalesce(NOT ((`region` = 'US' AND `dt` = '20250106')), false) THEN "
+        "raise_error('chaintable: a staged row breaks a check') WHEN `seq` IS NULL OR "
+        "CAST(`seq` AS BIGINT) <= 5 THEN raise_error('chaintable: a staged row breaks a "
+        "check') ELSE true END"
+    ) in build
+    assert "t__snapshot" not in build  # every row must sort after the anchor's: not read
+    assert "raise_error('chaintable: tied rows in the partition written')" in build
+    assert "lag(`seq`) OVER (" in build
+
+
 def test_a_bucketed_chain_stages_its_one_partition_in_a_bucketed_table():
     """Bucket files are laid out by a table's write: a bucketed chain's run of one partition
     stages it in a staging table bucketed like the target, in a directory of another run id

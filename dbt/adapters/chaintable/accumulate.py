@@ -5,7 +5,8 @@ cumulative partitions of the days it added or changed, one chain day at a time."
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
@@ -18,6 +19,15 @@ from dbt.adapters.chaintable.runner import logger
 from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
 from dbt.adapters.chaintable.sql.merge import value_columns
 from dbt.adapters.chaintable.view import ViewWriter
+
+
+@dataclass(frozen=True)
+class Prebuilt:
+    """A cumulative partition (values + stamp) written before its delta was published
+    (Accumulator.checked_build), and whether its build left the anchor out."""
+
+    partition: Values
+    anchorless: bool
 
 
 class Accumulator:
@@ -78,15 +88,78 @@ class Accumulator:
         self.catalog.set_properties(tables.snapshot, record)
         return loaded.with_props(record)
 
+    def checkable(self, loaded: Loaded, part: Values) -> cumulative.Build | None:
+        """The build checked_build would run for delta `part`, or None when the run checks its
+        stage and builds after the publish as usual: only a new newest day of a pick-one chain
+        whose cumulative table is ready (the build must write nothing else), with one build."""
+        opts = loaded.opts
+        if (
+            not opts.cumulative_delta
+            or opts.merge_engine not in ("deduplicate", "first-row")
+            or loaded.cumulative is None
+            or loaded.props.get(cumulative.P_LAYOUT) != cumulative.LAYOUT
+            or not loaded.props.get(cumulative.P_LOCATION)
+        ):
+            return None
+        state = loaded.state()
+        group, chain = state.split(part)
+        key = state.sort_key(chain)
+        for p in (*loaded.deltas, *loaded.snapshots):
+            g, c = state.split(p)
+            if g == group and state.sort_key(c) >= key:
+                return None  # a rewrite or a backfill: before_write and after_write
+        future = loaded.with_published("delta", [part])
+        cum = future.cumulative_of()
+        incremental = cumulative.incremental(opts, value_columns(opts, loaded.column_names))
+        builds = cum.builds(cum.affected([part]), incremental)
+        if len(builds) != 1 or any(c[:-1] == builds[0].partition[:-1] for c in loaded.cumulative):
+            return None
+        return builds[0]
+
+    def checked_build(
+        self,
+        loaded: Loaded,
+        build: cumulative.Build,
+        part: Values,
+        rows: Callable[[tuple[str, int] | None], str],
+    ) -> tuple[Loaded, Prebuilt]:
+        """Build (`checkable`) the cumulative partition of delta `part` before `part` is
+        published, from its staged rows (`rows(above)`: stage.guarded_sql, which fails on a
+        row the checks refuse) in one query that also fails on tied rows: it stands in for the
+        checks' scan of the stage (docs/design.md#validation). Returns the catalog (an anchor's
+        highest sequence may be recorded) and what after_write adds. A failed query raises
+        DbtRuntimeError: the run then checks the stage, which names the row, and builds after
+        the publish."""
+        opts, b = loaded.opts, build
+        group, chain = loaded.state().split(part)
+        with_anchor = cumulative.needs_anchor(opts)
+        kind = cumulative.ordinal_sequence_type(opts, loaded.types)
+        above: tuple[str, int] | None = None
+        if with_anchor and kind and b.plan.anchor is not None and b.deltas == (chain,):
+            loaded, highest = self.anchor_sequence_max(loaded, [group + b.plan.anchor])
+            high = highest.get(group + b.plan.anchor)
+            if high is not None:  # every row must sort after the anchor's, or the query fails
+                above = (kind, high)
+        anchorless = {group} if above is not None else set()
+        where = safety.version_location(loaded.props[cumulative.P_LOCATION], b.stamp)
+        self.run(
+            cumulative_sql.build_into(
+                loaded.renderer(), b, where, with_anchor, anchorless, fresh=(part, rows(above))
+            )
+        )
+        return loaded, Prebuilt(b.partition, bool(anchorless))
+
     def after_write(
         self,
         loaded: Loaded,
         written: Sequence[Values],
         lowest: Mapping[Values, float] | None = None,
+        prebuilt: Prebuilt | None = None,
     ) -> Loaded:
         """Build the cumulative partitions of the days `written` feeds (`loaded` is the catalog
         after the publish). A failed build leaves those days read by merge: the write stays.
-        `lowest`: the lowest sequence of delta partitions this run wrote (WritePlan)."""
+        `lowest`: the lowest sequence of delta partitions this run wrote (WritePlan).
+        `prebuilt`: a partition checked_build wrote before the publish, only added here."""
         if not loaded.opts.cumulative_delta:
             return loaded
         cum = loaded.cumulative_of()
@@ -99,9 +172,13 @@ class Accumulator:
         built = sum(1 for b in builds if b.previous is not None)
         clock = Stopwatch()
         chains = sorted({b.plan.chain for b in builds}, key=loaded.state().sort_key)
+        ready = {prebuilt.partition} if prebuilt is not None else set()
         try:
             loaded = self._ensure_table(loaded)
-            loaded, anchorless = self._anchorless(loaded, builds, lowest or {})
+            if prebuilt is not None and all(b.partition in ready for b in builds):
+                anchorless = {b.plan.group for b in builds} if prebuilt.anchorless else set()
+            else:
+                loaded, anchorless = self._anchorless(loaded, builds, lowest or {})
             with_anchor = cumulative.needs_anchor(opts)
             root = loaded.props[cumulative.P_LOCATION]
             parts = set(loaded.cumulative or ())
@@ -111,7 +188,10 @@ class Accumulator:
                 if len(todo) == 1:  # one group's day (every day of a chain without groups)
                     b = todo[0]
                     where = safety.version_location(root, b.stamp)
-                    self.run(cumulative_sql.build_into(renderer, b, where, with_anchor, anchorless))
+                    if b.partition not in ready:
+                        self.run(
+                            cumulative_sql.build_into(renderer, b, where, with_anchor, anchorless)
+                        )
                     self.run(
                         cumulative_sql.add_partition(
                             renderer, b.partition, where, b.partition in parts

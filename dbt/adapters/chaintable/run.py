@@ -18,7 +18,7 @@ from dbt_common.events.functions import warn_or_error
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable import checks, safety
-from dbt.adapters.chaintable.accumulate import Accumulator
+from dbt.adapters.chaintable.accumulate import Accumulator, Prebuilt
 from dbt.adapters.chaintable.catalog import (
     METADATA_CACHE_TTL,
     Catalog,
@@ -28,6 +28,7 @@ from dbt.adapters.chaintable.catalog import (
     name_of,
 )
 from dbt.adapters.chaintable.config import ModelSettings
+from dbt.adapters.chaintable.cumulative import Build
 from dbt.adapters.chaintable.maintenance import Maintenance
 from dbt.adapters.chaintable.options import (
     P_BRANCH,
@@ -39,7 +40,9 @@ from dbt.adapters.chaintable.planner import ChainState, Values
 from dbt.adapters.chaintable.progress import Stopwatch
 from dbt.adapters.chaintable.publish import Publisher
 from dbt.adapters.chaintable.runner import logger
+from dbt.adapters.chaintable.sql import stage as stage_sql
 from dbt.adapters.chaintable.sql import statements as S
+from dbt.adapters.chaintable.sql.quoting import is_string_type
 from dbt.adapters.chaintable.sql.render import Renderer
 from dbt.adapters.chaintable.view import ViewWriter
 
@@ -120,6 +123,9 @@ class WritePlan:
     # per written partition whose rows all have one, the lowest sequence as an integer (an
     # empty partition: infinity); checks.check_stage
     lowest_sequence: Mapping[Values, float] = field(default_factory=dict)
+    # the cumulative build that checks the staged rows in place of checks.check_stage
+    # (Accumulator.checkable); `staged` then holds the run's partition, rows or none
+    checked_by: Build | None = None
 
 
 # the longest a run waits for other sessions' cached schemas to expire before its view reads
@@ -258,11 +264,13 @@ class RunFlow:
             stage = self._stage(run, compiled_code, run_id, single, bare)
             safety.failpoint("run.staged")
             plan = self._plan(run, stage, stored, names)
+            prebuilt = None
             if run.publishes:
                 plan = replace(
                     plan,
                     loaded=self.accumulator.before_write(plan.loaded, run.branch, plan.written),
                 )
+                plan, prebuilt = self._checked_build(run, stage, plan)
                 invalidated = self._invalidated(run, plan)
                 # snapshots to drop or mark stale after the publish: named on the lock first,
                 # for whoever recovers from a crash in between (a new newest day has none)
@@ -278,7 +286,7 @@ class RunFlow:
                 f"'{run.model}': {len(plan.written)} partition(s) written to the {run.branch} "
                 f"branch ({clock} since the run started)"
             )
-            loaded = self._finish(run, plan, stage_dropped)
+            loaded = self._finish(run, plan, stage_dropped, prebuilt)
             compacted = self._maintain(run, loaded)
         return f"OK: {len(plan.written)} {run.branch} partition(s)" + compacted
 
@@ -420,17 +428,24 @@ class RunFlow:
         stored: Mapping[str, str],
         names: frozenset[str] | None,
     ) -> WritePlan:
-        """Check the staged rows (refused: nothing published), create the branches on a first
-        run, and decide the partitions this run writes (the model's and the empty ones).
+        """Check the staged rows (refused: nothing published; a daily run whose cumulative
+        build can check them leaves that to the build: _checked_build), create the branches on
+        a first run, and decide the partitions this run writes (the model's and the empty ones).
         `stored`: the snapshot branch's properties read under the lock; `names`: the chain's
         tables as the lock's recovery listed them."""
         tables, opts, cat = run.tables, run.opts, self.catalog
         # a bare directory holds the model's columns as DESCRIBE QUERY gave them
         stage_cols = list(stage.columns) if stage.bare else cat.describe(tables.stage)
-        staged, lowest = checks.check_stage(
-            cat, run.settings, stage.source(tables.stage), stage_cols
-        )
-        checks.check_partition_times(run.settings, staged)
+        deferred = self._may_defer_checks(run, stage, stage_cols)
+        staged: list[Values]
+        lowest: dict[Values, float]
+        if deferred and stage.partition is not None:
+            staged, lowest = [stage.partition], {}
+        else:
+            staged, lowest = checks.check_stage(
+                cat, run.settings, stage.source(tables.stage), stage_cols
+            )
+            checks.check_partition_times(run.settings, staged)
         props = opts.to_properties()
         added_at = None
         if run.full_refresh and run.exists:
@@ -452,13 +467,31 @@ class RunFlow:
         else:
             columns = table_order(stage_cols, opts)
             stored_cols = cat.describe(tables.snapshot)
-            added, message = checks.schema_change(
-                run.settings, str(tables.delta), columns, stored_cols
-            )
+            try:
+                added, message = checks.schema_change(
+                    run.settings, str(tables.delta), columns, stored_cols
+                )
+            except ChainConfigError:
+                if deferred:  # bad rows are told first, as on any other run
+                    checks.check_stage(cat, run.settings, stage.source(tables.stage), stage_cols)
+                raise
             dropped = dropped_options(stored, props)
             kept = {k: v for k, v in stored.items() if k not in dropped}
             # the catalog as this run leaves it (the options below), listed once
             loaded = cat.loaded(tables, {**kept, **props}, stored_cols, names)
+            changes = added or dropped or any(stored.get(k) != v for k, v in props.items())
+            if deferred and (
+                changes
+                or self._before_history(loaded, staged)
+                or (checked_by := self.accumulator.checkable(loaded, staged[0])) is None
+            ):
+                # the run changes the tables before it publishes, or the build cannot check
+                # the rows: the stage's own checks, as on any other run, before anything
+                deferred = False
+                staged, lowest = checks.check_stage(
+                    cat, run.settings, stage.source(tables.stage), stage_cols
+                )
+                checks.check_partition_times(run.settings, staged)
             self._refuse_expired_history(run, loaded, staged)  # before anything changes
             if added:
                 # the cumulative delta too: the view reads it until it is refreshed
@@ -475,6 +508,27 @@ class RunFlow:
             if dropped:
                 for rel in (tables.snapshot, tables.delta):
                     self.run(S.unset_properties(str(rel), dropped))
+        return self._written(
+            run,
+            loaded,
+            stage_cols,
+            staged,
+            lowest,
+            added_at,
+            checked_by if deferred and run.publishes else None,
+        )
+
+    def _written(
+        self,
+        run: ChainRun,
+        loaded: Loaded,
+        stage_cols: Columns,
+        staged: Sequence[Values],
+        lowest: Mapping[Values, float],
+        added_at: float | None,
+        checked_by: Build | None = None,
+    ) -> WritePlan:
+        """The plan of the partitions a run writes: the staged ones and the empty ones."""
         state = loaded.state()
         empties = [] if run.empty else empty_partitions(run.settings, state, staged)
         if run.branch == "delta":
@@ -490,11 +544,17 @@ class RunFlow:
                 )
                 empties = [p for p in empties if p not in before]
         written = sorted(set(staged) | set(empties))
-        logger.info(
-            f"'{run.model}': {len(staged)} partition(s) with rows, {len(empties)} empty "
-            f"partition(s) to the {run.branch} branch"
-            + (" (--empty: no empty partitions)" if run.empty else "")
-        )
+        if checked_by is not None:
+            logger.info(
+                f"'{run.model}': {len(written)} partition(s) to the {run.branch} branch, "
+                "its rows checked as its cumulative delta is built"
+            )
+        else:
+            logger.info(
+                f"'{run.model}': {len(staged)} partition(s) with rows, {len(empties)} empty "
+                f"partition(s) to the {run.branch} branch"
+                + (" (--empty: no empty partitions)" if run.empty else "")
+            )
         return WritePlan(
             loaded,
             tuple(stage_cols),
@@ -503,7 +563,77 @@ class RunFlow:
             tuple(written),
             columns_added_at=added_at,
             lowest_sequence={**lowest, **dict.fromkeys(empties, math.inf)},
+            checked_by=checked_by,
         )
+
+    def _may_defer_checks(self, run: ChainRun, stage: Stage, stage_cols: Columns) -> bool:
+        """Whether the stage's checks may wait for the cumulative build of the run's partition
+        (Accumulator.checkable decides once the catalog is listed): a daily run of one delta
+        partition, staged bare, of a pick-one chain. A chain_partition value of a column that
+        is not a string is checked for its spelling by the stage's own checks."""
+        opts, spec = run.opts, run.settings.chain_partition
+        if not (
+            run.publishes
+            and run.branch == "delta"
+            and stage.partition is not None
+            and not run.empty
+            and opts.cumulative_delta
+            and opts.merge_engine in ("deduplicate", "first-row")
+            and spec
+        ):
+            return False
+        types = {c.lower(): t for c, t in stage_cols}
+        if not all(is_string_type(types.get(c.lower(), "")) for c in spec):
+            return False
+        checks.check_chain_partition(run.settings, spec)
+        try:
+            checks.check_partition_times(run.settings, [stage.partition])
+        except ChainConfigError:
+            return False  # told after the stage's checks, which may refuse its rows first
+        return True
+
+    def _checked_build(
+        self, run: ChainRun, stage: Stage, plan: WritePlan
+    ) -> tuple[WritePlan, Prebuilt | None]:
+        """Run the cumulative build that checks the staged rows (plan.checked_by), before the
+        publish. If its query fails, the stage's own checks name the row that broke a rule
+        (nothing was written); if none did (a row at or below the anchor's highest sequence,
+        or a failure of its own), the run goes on as any other: checked, built after."""
+        if plan.checked_by is None or stage.partition is None:
+            return plan, None
+        part, names = stage.partition, list(plan.loaded.column_names)
+        spec = run.settings.chain_partition or {}
+        model_names = [c for c, _ in plan.stage_columns]
+        inside = Renderer(run.opts, model_names, dict(plan.stage_columns), "", "").predicate(
+            list(spec), list(spec.values())
+        )
+        source = stage.source(run.tables.stage)
+
+        def rows(above: tuple[str, int] | None) -> str:
+            return stage_sql.guarded_sql(run.opts, names, S.select_all(source), inside, above)
+
+        try:
+            loaded, prebuilt = self.accumulator.checked_build(
+                plan.loaded, plan.checked_by, part, rows
+            )
+        # any failure: a session's statement fails with PySpark's own exception, not dbt's
+        except Exception as e:
+            logger.info(
+                f"'{run.model}': the build stopped at a row it cannot take (see the checks "
+                "below) or failed; the staged rows are checked, then built after the publish"
+            )
+            logger.debug(f"'{run.model}': the build's error: {e}")
+            staged, lowest = checks.check_stage(
+                self.catalog, run.settings, source, plan.stage_columns
+            )
+            checks.check_partition_times(run.settings, staged)
+            return (
+                self._written(
+                    run, plan.loaded, plan.stage_columns, staged, lowest, plan.columns_added_at
+                ),
+                None,
+            )
+        return replace(plan, loaded=loaded), prebuilt
 
     def _write(self, run: ChainRun, stage: Stage, plan: WritePlan) -> bool:
         """Write or publish the planned partitions; True when no staging table is left (the
@@ -589,7 +719,13 @@ class RunFlow:
                 f"{ttl:g}s) expired while the run wrote; the view reads the new columns"
             )
 
-    def _finish(self, run: ChainRun, plan: WritePlan, stage_dropped: bool) -> Loaded:
+    def _finish(
+        self,
+        run: ChainRun,
+        plan: WritePlan,
+        stage_dropped: bool,
+        prebuilt: Prebuilt | None = None,
+    ) -> Loaded:
         """After the publish: record stale snapshots, point the view at the new state, then drop
         the snapshots a rewritten delta invalidates (the view no longer reads them) and the
         stage. Returns the catalog as it now is."""
@@ -620,6 +756,7 @@ class RunFlow:
             loaded.without(snapshots=invalidated),
             plan.written,
             plan.lowest_sequence if run.branch == "delta" else {},  # of delta rows only
+            prebuilt,
         )
         self._await_cached_schemas(run, plan)
         # a publish keeps the view; a first run or full refresh dropped it

@@ -13,13 +13,13 @@ DESCRIBE FORMATTED s.t__delta
 INSERT OVERWRITE DIRECTORY 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001' USING parquet
 SELECT * FROM s.src
 ;
-SELECT CAST(`region` AS STRING), CAST(`dt` AS STRING), count(*), count(DISTINCT `id`, `region`), count_if(`id` IS NULL OR `region` IS NULL OR `dt` IS NULL), count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), count_if(false), NOT ((`region` = 'US' AND `dt` = '20250105')), min(CAST(`seq` AS BIGINT)), count_if(`seq` IS NULL) FROM (SELECT * FROM parquet.`file:/warehouse/s.db/t__delta/_chain_v/RUN0001`) __s GROUP BY `region`, `dt`
-;
 DESCRIBE TABLE s.t__snapshot
 ;
 SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
+;
+SELECT CAST(`region` AS STRING), CAST(`dt` AS STRING), count(*), count(DISTINCT `id`, `region`), count_if(`id` IS NULL OR `region` IS NULL OR `dt` IS NULL), count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), count_if(false), NOT ((`region` = 'US' AND `dt` = '20250105')), min(CAST(`seq` AS BIGINT)), count_if(`seq` IS NULL) FROM (SELECT * FROM parquet.`file:/warehouse/s.db/t__delta/_chain_v/RUN0001`) __s GROUP BY `region`, `dt`
 ;
 ALTER TABLE s.t__delta ADD PARTITION (`region` = 'US', `dt` = '20250105') LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001'
 ;

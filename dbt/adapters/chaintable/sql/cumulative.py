@@ -41,6 +41,7 @@ def build_sql(
     anchor_sql: str | None,
     types: Types = None,
     cluster: Sequence[str] = (),
+    tie_rows: str | None = None,
 ) -> str:
     """The cumulative delta of a day: every key of `delta_sql` (raw delta rows) or of
     `state_sql` (the previous day's cumulative rows, each a key's merged state or tombstone)
@@ -62,7 +63,8 @@ def build_sql(
     deduplicate and first-row every state row is then ranked instead, in a window that shares
     its shuffle (see merge._ranked: one shuffle of the day's rows, not two, and no joins of the
     state; measured on the benchmark's day-14 build: 1.16 -> 0.66 s at 2M rows, 1.74 -> 1.45 s
-    at 10M). Other engines ignore it: only a pick-one merge gives a state row alone back."""
+    at 10M). Other engines ignore it: only a pick-one merge gives a state row alone back.
+    `tie_rows`: with `cluster`, rows that tie in that window fail the query (merge._ranked)."""
     keys = list(opts.merge_keys)
     pick_one = opts.merge_engine in ("deduplicate", "first-row")
     cluster = cluster if pick_one else ()
@@ -108,7 +110,9 @@ def build_sql(
         )
     union = " UNION ALL ".join(inputs)
     if cluster:
-        merged = _pick_one(opts, columns, union, keys, True, drop_anchor=True, cluster=cluster)
+        merged = _pick_one(
+            opts, columns, union, keys, True, drop_anchor=True, cluster=cluster, tie_rows=tie_rows
+        )
     else:
         merged = _merge(opts, columns, union, keys, types, keep_deletes=True, drop_anchor=pick_one)
     return merged if passed is None else f"{passed} UNION ALL {merged}"
@@ -245,10 +249,20 @@ def _rows(
     builds: Sequence[Build],
     with_anchor: bool,
     anchorless: Collection[Values],
+    fresh: tuple[Values, str] | None = None,
 ) -> tuple[str, str]:
     """The cumulative delta of one day for each build's group: the data columns and the mask
-    column (named as in the table) to select, and the FROM clause they come from."""
+    column (named as in the table) to select, and the FROM clause they come from. `fresh`: a
+    delta partition not published yet and its rows (r.columns, checked: stage.guarded_sql),
+    read in place of the branch's; ties among them fail the query (build_sql's tie_rows)."""
     deltas = [b.plan.group + d for b in builds for d in b.deltas]
+    delta_sql = r.select(r.delta, deltas)
+    tie_rows = None
+    if fresh is not None:
+        part, rows = fresh
+        published = [d for d in deltas if d != part]
+        delta_sql = f"{r.select(r.delta, published)} UNION ALL {rows}" if published else rows
+        tie_rows = r.predicate(r.opts.partition_by, part)
     states = {b.plan.group + b.previous: b.previous_stamp for b in builds if b.previous is not None}
     anchors = [
         b.plan.group + b.plan.anchor
@@ -261,11 +275,12 @@ def _rows(
     body = build_sql(
         r.opts,
         r.columns,
-        r.select(r.delta, deltas),
+        delta_sql,
         select(r, states) if states else None,
         r.select(r.snapshot, anchors) if anchors and with_anchor else None,
         types=r.types,
         cluster=blocks,
+        tie_rows=tie_rows,
     )
     # typed as the table's columns: a directory write keeps the types the query gives
     data = ", ".join(
@@ -316,13 +331,15 @@ def build_into(
     directory: str,
     with_anchor: bool,
     anchorless: Collection[Values] = (),
+    fresh: tuple[Values, str] | None = None,
 ) -> str:
     """Write one group's cumulative delta of one day to `directory` (its partition's, added
     after: add_partition), in t__cumulative's format and columns: no table write, so no
     staging directory, no partition discovery and no listing after it, and the partition
     exists with no rows too. Measured on the 2M benchmark's day-14 build: 0.69 s with the
-    partition's addition against 1.07 s for the dynamic overwrite and its listing."""
-    rows, source = _rows(r, [build_], with_anchor, anchorless)
+    partition's addition against 1.07 s for the dynamic overwrite and its listing.
+    `fresh`: see _rows."""
+    rows, source = _rows(r, [build_], with_anchor, anchorless, fresh)
     return statements.write_directory(directory, "parquet", f"SELECT {rows} FROM {source}")
 
 

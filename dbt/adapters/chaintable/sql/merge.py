@@ -55,6 +55,8 @@ LISTAGG_DELIMITER = ","  # Paimon's default 'list-agg-delimiter'
 ANCHOR = "__chain_anchor"  # true for rows of the anchor snapshot partition (merged state)
 RETRACT = "__chain_retract"  # true for a -U/-D delta row
 ORD = "__chain_ord"  # rank of the row among its key's rows (1 = earliest or latest)
+TIE = "__chain_tie"  # the row ties with the one before it in merge order (_ranked's tie_rows)
+TIE_FAILED = "chaintable: tied rows in the partition written"
 RESET = "__chain_reset"  # partial-update: position of the key's last -D
 
 Types = Mapping[str, str] | None
@@ -192,20 +194,26 @@ def _ranked(
     keys: Sequence[str],
     latest_first: bool,
     cluster: Sequence[str] = (),
+    tie_rows: str | None = None,
 ) -> str:
     """`cluster` (SQL expressions the keys determine): the rows are shuffled by them and the
     window partitioned by them and the keys, so that a caller's window over `cluster` needs no
-    second shuffle nor sort."""
+    second shuffle nor sort. `tie_rows` (a predicate): TIE is true on a row it selects whose
+    previous row in merge order ties with it (equal in every ordering term, so the same
+    partition too): the tie checks.check_stage refuses, found in the window the merge sorts
+    anyway (a group of tied rows is contiguous in that order)."""
     order = ", ".join(order_terms(opts, descending=latest_first))
     source = _prepared(opts, columns, source_sql)
     by = _keys(keys)
     if cluster:
         source = f"SELECT * FROM ({source}) __q DISTRIBUTE BY {', '.join(cluster)}"
         by = ", ".join([*cluster, *(q(k) for k in keys if q(k) not in cluster)])
-    return (
-        f"SELECT *, row_number() OVER (PARTITION BY {by} ORDER BY {order}) AS {ORD} "
-        f"FROM ({source}) __p"
-    )
+    window = f"PARTITION BY {by} ORDER BY {order}"
+    tie = ""
+    if tie_rows is not None:
+        same = " AND ".join(f"lag({e}) OVER ({window}) <=> {e}" for e in _order_exprs(opts))
+        tie = f", coalesce({tie_rows} AND NOT {ANCHOR} AND {same or 'true'}, false) AS {TIE}"
+    return f"SELECT *, row_number() OVER ({window}) AS {ORD}{tie} FROM ({source}) __p"
 
 
 # ---- the engines --------------------------------------------------------------------------------
@@ -217,14 +225,21 @@ def _pick_one(
     keep_deletes: bool = False,
     drop_anchor: bool = False,
     cluster: Sequence[str] = (),
+    tie_rows: str | None = None,
 ) -> str:
     """deduplicate: the latest row, dropped when it is a -U/-D (kept with `keep_deletes`).
     first-row: the earliest row (its -U/-D were dropped in `_prepared`).
     `drop_anchor`: no row for a key whose anchor row wins (the cumulative delta's build, where
-    the anchor rows are stand-ins holding only what ranks them). `cluster`: see `_ranked`."""
+    the anchor rows are stand-ins holding only what ranks them). `cluster`, `tie_rows`: see
+    `_ranked`; a tie fails the query (TIE_FAILED), tested before the rank so that no row is
+    left out of the test."""
     latest = opts.merge_engine != "first-row"
-    ranked = _ranked(opts, columns, source_sql, keys, latest_first=latest, cluster=cluster)
+    ranked = _ranked(
+        opts, columns, source_sql, keys, latest_first=latest, cluster=cluster, tie_rows=tie_rows
+    )
     keep = f"{ORD} = 1" + (f" AND NOT {RETRACT}" if latest and not keep_deletes else "")
+    if tie_rows is not None:
+        keep = f"CASE WHEN {TIE} THEN raise_error({string(TIE_FAILED)}) ELSE true END AND {keep}"
     keep += f" AND NOT {ANCHOR}" if drop_anchor else ""
     return f"SELECT {cols_sql(columns)} FROM ({ranked}) __r WHERE {keep}"
 

@@ -81,6 +81,36 @@ def stage_summary_sql(
     )
 
 
+ROW_FAILED = "chaintable: a staged row breaks a check"
+
+
+def guarded_sql(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    source_sql: str,
+    inside: str | None = None,
+    above: tuple[str, int] | None = None,
+) -> str:
+    """The staged rows (`columns`), a query that fails (ROW_FAILED) at the first row breaking a
+    rule of stage_summary_sql: NULL in the primary key, a rowkind outside +I/-U/+U/-D, a -U/-D
+    the table refuses, a row outside `inside`. For a build that reads the rows once anyway (the
+    cumulative delta of a daily run, run before the publish): a failure is then named by
+    checks.check_stage. `above` (sequence_ordinal's kind, a bound): a row whose sequence is
+    NULL or not above the bound fails too (the build left the anchor out: cumulative.
+    anchor_can_win)."""
+    rules = [_pk_null(opts), _bad_kind(opts), _refused(opts, columns)]
+    if inside is not None:
+        rules.append(f"coalesce(NOT ({inside}), false)")
+    if above is not None and opts.sequence_field:
+        kind, bound = above
+        seq = q(opts.sequence_field)
+        rules.append(f"{seq} IS NULL OR {sequence_ordinal(seq, kind)} <= {int(bound)}")
+    fail = f"raise_error({string(ROW_FAILED)})"
+    cases = " ".join(f"WHEN {r} THEN {fail}" for r in rules if r != "false")
+    where = f" WHERE CASE {cases} ELSE true END" if cases else ""
+    return f"SELECT {cols_sql(columns)} FROM ({source_sql}) __g{where}"
+
+
 def pk_null_sql(opts: ChainOptions, source_sql: str) -> str:
     """First row with a NULL in its primary key: the primary key."""
     return (
