@@ -616,8 +616,7 @@ class RunFlow:
             loaded, prebuilt = self.accumulator.checked_build(
                 plan.loaded, plan.checked_by, part, rows
             )
-        # any failure: a session's statement fails with PySpark's own exception, not dbt's
-        except Exception as e:
+        except DbtRuntimeError as e:
             logger.info(
                 f"'{run.model}': the build stopped at a row it cannot take (see the checks "
                 "below) or failed; the staged rows are checked, then built after the publish"

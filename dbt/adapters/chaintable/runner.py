@@ -4,10 +4,12 @@ connection, never a PySpark object, so session, thrift, odbc and http work the s
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from dbt.adapters.events.logging import AdapterLogger
+from dbt_common.exceptions import DbtRuntimeError
 
 logger = AdapterLogger("chaintable")
 
@@ -19,8 +21,9 @@ class Runner:
 
     def fetch(self, sql: str) -> list[tuple[Any, ...]]:
         """Rows as plain tuples (no agate type inference: '20250101' must stay a string)."""
-        _, cursor = self._connections().add_query(sql, auto_begin=False)
-        rows = cursor.fetchall() or []
+        with _as_dbt_error():
+            _, cursor = self._connections().add_query(sql, auto_begin=False)
+            rows = cursor.fetchall() or []  # a session runs a query's job here
         return [tuple(r) for r in rows]
 
     def shared_server(self) -> bool:
@@ -35,4 +38,21 @@ class Runner:
     def run(self, sql: str | None) -> None:
         """Run a statement; None (nothing to do, e.g. no partitions to drop) runs nothing."""
         if sql:
-            self._connections().add_query(sql, auto_begin=False)
+            with _as_dbt_error():
+                self._connections().add_query(sql, auto_begin=False)
+
+
+@contextmanager
+def _as_dbt_error() -> Iterator[None]:
+    """A failed statement as dbt's DbtRuntimeError whatever the connection method: dbt-spark
+    passes a session's PySpark exception through as it is (it carries no args), so the
+    adapter's own fallbacks (a view created when altering it fails, a failed cumulative build
+    or inline compaction that leaves the day published) would miss it there."""
+    try:
+        yield
+    except DbtRuntimeError:
+        raise
+    except Exception as e:
+        if type(e).__module__.split(".")[0] in ("pyspark", "py4j"):
+            raise DbtRuntimeError(str(e)) from e
+        raise
