@@ -294,6 +294,26 @@ def test_a_daily_run_checks_its_rows_in_the_cumulative_build_before_it_publishes
     assert "lag(`seq`) OVER (" in build
 
 
+def test_a_daily_run_of_a_chain_without_a_mask_key_checks_its_stage():
+    """A string key has no mask blocks, so the build has no window to find ties in: the stage's
+    own checks run, and the build comes after the publish."""
+    columns = [("id", "string") if c == "id" else (c, t) for c, t in COLUMNS]
+    conns, adapter, rel = setup(columns=columns)
+    for d in ("20250105", "20250106"):
+        conns.statements.clear()
+        conns.answers.clear()
+        conns.answer("count_if(", [("US", d, 2, 2, 0, 0, 0, False, 7, 0)])
+        config = {**CONFIG, "chain_partition": {"region": "US", "dt": d}}
+        assert model_run(conns, adapter, rel, config, True, columns) == "OK: 1 delta partition(s)"
+        checks = next(i for i, s in enumerate(conns.statements) if "count_if(" in s)
+        build = next(i for i, s in enumerate(conns.statements) if "t__cumulative/_chain_v/" in s)
+        publish = next(
+            i for i, s in enumerate(conns.statements) if s.startswith("ALTER TABLE s.t__delta ADD")
+        )
+        assert checks < publish < build
+        assert "lag(" not in conns.statements[build]
+
+
 def test_a_bucketed_chain_stages_its_one_partition_in_a_bucketed_table():
     """Bucket files are laid out by a table's write: a bucketed chain's run of one partition
     stages it in a staging table bucketed like the target, in a directory of another run id

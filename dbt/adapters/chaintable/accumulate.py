@@ -91,11 +91,14 @@ class Accumulator:
     def checkable(self, loaded: Loaded, part: Values) -> cumulative.Build | None:
         """The build checked_build would run for delta `part`, or None when the run checks its
         stage and builds after the publish as usual: only a new newest day of a pick-one chain
-        whose cumulative table is ready (the build must write nothing else), with one build."""
+        with a mask key (one integral key column) whose cumulative table is ready (the build
+        must write nothing else), with one build."""
         opts = loaded.opts
         if (
             not opts.cumulative_delta
             or opts.merge_engine not in ("deduplicate", "first-row")
+            # the tie test lives in the window the mask's blocks share (sql/cumulative._rows)
+            or cumulative.mask_key(opts, loaded.types) is None
             or loaded.cumulative is None
             or loaded.props.get(cumulative.P_LAYOUT) != cumulative.LAYOUT
             or not loaded.props.get(cumulative.P_LOCATION)

@@ -231,15 +231,16 @@ def _pick_one(
     first-row: the earliest row (its -U/-D were dropped in `_prepared`).
     `drop_anchor`: no row for a key whose anchor row wins (the cumulative delta's build, where
     the anchor rows are stand-ins holding only what ranks them). `cluster`, `tie_rows`: see
-    `_ranked`; a tie fails the query (TIE_FAILED), tested before the rank so that no row is
-    left out of the test."""
+    `_ranked`; a tie fails the query (TIE_FAILED), tested on every row (the rank's test
+    waits for it, so no row is left out)."""
     latest = opts.merge_engine != "first-row"
     ranked = _ranked(
         opts, columns, source_sql, keys, latest_first=latest, cluster=cluster, tie_rows=tie_rows
     )
-    keep = f"{ORD} = 1" + (f" AND NOT {RETRACT}" if latest and not keep_deletes else "")
-    if tie_rows is not None:
-        keep = f"CASE WHEN {TIE} THEN raise_error({string(TIE_FAILED)}) ELSE true END AND {keep}"
+    rank = ORD
+    if tie_rows is not None:  # in the rank's own test: no order of evaluation to rely on
+        rank = f"(CASE WHEN {TIE} THEN raise_error({string(TIE_FAILED)}) ELSE {ORD} END)"
+    keep = f"{rank} = 1" + (f" AND NOT {RETRACT}" if latest and not keep_deletes else "")
     keep += f" AND NOT {ANCHOR}" if drop_anchor else ""
     return f"SELECT {cols_sql(columns)} FROM ({ranked}) __r WHERE {keep}"
 
