@@ -442,10 +442,7 @@ class RunFlow:
         if deferred and stage.partition is not None:
             staged, lowest = [stage.partition], {}
         else:
-            staged, lowest = checks.check_stage(
-                cat, run.settings, stage.source(tables.stage), stage_cols
-            )
-            checks.check_partition_times(run.settings, staged)
+            staged, lowest = self._check_stage(run, stage, stage_cols)
         props = opts.to_properties()
         added_at = None
         if run.full_refresh and run.exists:
@@ -488,10 +485,7 @@ class RunFlow:
                 # the run changes the tables before it publishes, or the build cannot check
                 # the rows: the stage's own checks, as on any other run, before anything
                 deferred = False
-                staged, lowest = checks.check_stage(
-                    cat, run.settings, stage.source(tables.stage), stage_cols
-                )
-                checks.check_partition_times(run.settings, staged)
+                staged, lowest = self._check_stage(run, stage, stage_cols)
             self._refuse_expired_history(run, loaded, staged)  # before anything changes
             if added:
                 # the cumulative delta too: the view reads it until it is refreshed
@@ -566,6 +560,16 @@ class RunFlow:
             checked_by=checked_by,
         )
 
+    def _check_stage(
+        self, run: ChainRun, stage: Stage, stage_cols: Columns
+    ) -> tuple[list[Values], dict[Values, float]]:
+        """The stage's own checks (checks.check_stage) and its partitions' times."""
+        staged, lowest = checks.check_stage(
+            self.catalog, run.settings, stage.source(run.tables.stage), stage_cols
+        )
+        checks.check_partition_times(run.settings, staged)
+        return staged, lowest
+
     def _may_defer_checks(self, run: ChainRun, stage: Stage, stage_cols: Columns) -> bool:
         """Whether the stage's checks may wait for the cumulative build of the run's partition
         (Accumulator.checkable decides once the catalog is listed): a daily run of one delta
@@ -622,10 +626,7 @@ class RunFlow:
                 "below) or failed; the staged rows are checked, then built after the publish"
             )
             logger.debug(f"'{run.model}': the build's error: {e}")
-            staged, lowest = checks.check_stage(
-                self.catalog, run.settings, source, plan.stage_columns
-            )
-            checks.check_partition_times(run.settings, staged)
+            staged, lowest = self._check_stage(run, stage, plan.stage_columns)
             return (
                 self._written(
                     run, plan.loaded, plan.stage_columns, staged, lowest, plan.columns_added_at
