@@ -95,8 +95,7 @@ class Accumulator:
         must write nothing else), with one build."""
         opts = loaded.opts
         if (
-            not opts.cumulative_delta
-            or opts.merge_engine not in ("deduplicate", "first-row")
+            not cumulative.build_checks_rows(opts)
             # the tie test lives in the window the mask's blocks share (sql/cumulative._rows)
             or cumulative.mask_key(opts, loaded.types) is None
             or loaded.cumulative is None

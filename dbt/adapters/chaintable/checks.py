@@ -24,6 +24,20 @@ def _key_text(columns: Sequence[str], values: Sequence[Any]) -> str:
     return "(" + ", ".join(f"{c}={v!r}" for c, v in zip(columns, values, strict=False)) + ")"
 
 
+def chain_partition_predicate(settings: ModelSettings, columns: Columns) -> str | None:
+    """The SQL test that a staged row lies inside the model's chain_partition (None: the
+    model sets none), once its values are checked: one rule for the checks' scan and the
+    cumulative build that stands in for it."""
+    spec = settings.chain_partition
+    if not spec:
+        return None
+    check_chain_partition(settings, spec)
+    names = [c for c, _ in columns]
+    return Renderer(settings.opts, names, dict(columns), "", "").predicate(
+        list(spec), list(spec.values())
+    )
+
+
 def check_stage(
     catalog: Catalog, settings: ModelSettings, stage: str, columns: Columns
 ) -> tuple[list[Values], dict[Values, float]]:
@@ -36,12 +50,7 @@ def check_stage(
     names = [c for c, _ in columns]
     source = S.select_all(stage)
     spec = settings.chain_partition
-    inside = None
-    if spec:
-        check_chain_partition(settings, spec)
-        inside = Renderer(opts, names, dict(columns), "", "").predicate(
-            list(spec), list(spec.values())
-        )
+    inside = chain_partition_predicate(settings, columns)
     n = len(opts.partition_by)
     kind = cumulative.ordinal_sequence_type(opts, dict(columns))
     summary = catalog.runner.fetch(

@@ -72,6 +72,14 @@ def mask_key(opts: ChainOptions, types: Mapping[str, str]) -> str | None:
     return None
 
 
+def build_checks_rows(opts: ChainOptions) -> bool:
+    """Whether a daily run's cumulative build may stand in for the checks' scan of its staged
+    rows (docs/design.md#validation): a chain that keeps the cumulative delta and picks one row
+    per key (deduplicate, first-row), whose build ranks every changed key's rows in one
+    window where a tie shows. Aggregating and partial-update merges combine rows instead."""
+    return opts.cumulative_delta and opts.merge_engine in ("deduplicate", "first-row")
+
+
 def options_digest(opts: ChainOptions, columns: Sequence[str], mask: str | None = None) -> str:
     """What else a C partition's content depends on: merge options, columns and whether it
     holds mask rows (`mask_key`)."""

@@ -17,7 +17,7 @@ from dbt.adapters.events.types import AdapterEventWarning
 from dbt_common.events.functions import warn_or_error
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.chaintable import checks, safety
+from dbt.adapters.chaintable import checks, cumulative, safety
 from dbt.adapters.chaintable.accumulate import Accumulator, Prebuilt
 from dbt.adapters.chaintable.catalog import (
     METADATA_CACHE_TTL,
@@ -581,8 +581,7 @@ class RunFlow:
             and run.branch == "delta"
             and stage.partition is not None
             and not run.empty
-            and opts.cumulative_delta
-            and opts.merge_engine in ("deduplicate", "first-row")
+            and cumulative.build_checks_rows(opts)
             and spec
         ):
             return False
@@ -606,11 +605,7 @@ class RunFlow:
         if plan.checked_by is None or stage.partition is None:
             return plan, None
         part, names = stage.partition, list(plan.loaded.column_names)
-        spec = run.settings.chain_partition or {}
-        model_names = [c for c, _ in plan.stage_columns]
-        inside = Renderer(run.opts, model_names, dict(plan.stage_columns), "", "").predicate(
-            list(spec), list(spec.values())
-        )
+        inside = checks.chain_partition_predicate(run.settings, plan.stage_columns)
         source = stage.source(run.tables.stage)
 
         def rows(above: tuple[str, int] | None) -> str:
