@@ -144,6 +144,20 @@ class Loaded:
         """{path of a stale snapshot: path of the rewritten delta it was built on}."""
         return stale_from_properties(self.props)
 
+    def stale_after_delta_write(
+        self, written: Sequence[Values], dropped: Sequence[Values]
+    ) -> dict[str, str]:
+        """The stale marks once delta partitions `written` are published (this catalog holds
+        them) and snapshot partitions `dropped` are gone: later snapshots built on a rewritten
+        delta are marked, and a dropped snapshot keeps no mark. One rule for a run and for the
+        recovery that finishes a crashed run's write."""
+        lay, stale = self.layout, self.stale()
+        for snap, delta in self.state().stale_after_delta_write(written).items():
+            stale[lay.path(snap)] = lay.path(delta)
+        for p in dropped:
+            stale.pop(lay.path(p), None)
+        return stale
+
     def history(self) -> dict[Values, Values]:
         """{group: oldest snapshot kept by expiration}, as values."""
         lay = self.layout

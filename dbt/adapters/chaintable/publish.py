@@ -220,11 +220,7 @@ class Publisher:
         ]
         dropped = [p for p in values("partitions") if p in published and p in loaded.snapshots]
         state, lay = loaded.state(), loaded.layout
-        stale = loaded.stale()
-        for snap, delta in state.stale_after_delta_write(published).items():
-            stale[lay.path(snap)] = lay.path(delta)
-        for p in dropped:
-            stale.pop(lay.path(p), None)
+        stale = loaded.stale_after_delta_write(published, dropped)
         if stale != loaded.stale():
             self.catalog.set_stale(tables, stale)
         if not dropped:

@@ -732,15 +732,11 @@ class RunFlow:
             if run.publishes
             else self.catalog.load(tables.view)
         )
-        state = loaded.state()
         stale = loaded.stale()
         invalidated: list[Values] = []
         if run.branch == "delta":
-            invalidated = self._invalidated(run, plan)
-            for snap, delta in state.stale_after_delta_write(plan.written).items():
-                stale[lay.path(snap)] = lay.path(delta)
-            for p in invalidated:  # dropped below: no mark left for a snapshot that is gone
-                stale.pop(lay.path(p), None)
+            invalidated = self._invalidated(run, plan)  # dropped below
+            stale = loaded.stale_after_delta_write(plan.written, invalidated)
         else:
             written = {lay.path(p) for p in plan.written}
             stale = {k: v for k, v in stale.items() if k not in written}
