@@ -328,11 +328,10 @@ def test_crash_during_expiration(project, monkeypatch):
     assert len(p.partitions("t__snapshot")) == 3
     kept = ["dt=20250301", "dt=20250315"]
     assert {k: v for k, v in full(p).items() if k in kept} == {k: before[k] for k in kept}
-    for gone in ("20250101", "20250110", "20250201", "20250210"):  # as before or gone
-        assert p.rows(f"select id, v from {{s}}.t where dt = '{gone}'") in (
-            [],
-            before[f"dt={gone}"],
-        )
+    # the view stopped reading the expired days before anything was dropped: the snapshots
+    # still in the table read as gone too, so no query planned later reads files deleted after
+    for gone in ("20250101", "20250110", "20250201", "20250210"):
+        assert p.rows(f"select id, v from {{s}}.t where dt = '{gone}'") == []
     p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
     assert p.partitions("t__snapshot") == ["dt=20250301"]
     assert full(p) == {k: before[k] for k in kept}

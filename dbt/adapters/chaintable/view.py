@@ -104,9 +104,12 @@ class ViewWriter:
                 self.run(renderer.map_add_stamp(cmap))  # created before it had the column
             self.run(renderer.map_insert(cmap, version, mapped, serving))
         runs = state.mapped_runs(mapped, MAPPED_RUNS)
+        # snapshot partitions `state` leaves out but the table still holds are dropped next:
+        # the view stops reading them now, so the drop after the reader grace fails no query
+        hidden = sorted(set(loaded.snapshots) - state.snapshots)
         self._replace(
             loaded.tables.view,
-            renderer.view(layout, (cmap, version), serving, runs, state.stored_in(runs)),
+            renderer.view(layout, (cmap, version), serving, runs, state.stored_in(runs), hidden),
             view_exists,
         )
         if reuse:

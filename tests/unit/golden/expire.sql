@@ -21,7 +21,7 @@ INSERT INTO s.t__chain_map PARTITION (`ct__version` = 'RUN0001') (`region`, `ct_
 SHOW TABLES IN s LIKE 't'
 ;
 CREATE OR REPLACE VIEW s.t WITH SCHEMA EVOLUTION AS
-SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE NOT coalesce(`dt` >= '20250102' AND `dt` <= '20250104', false) AND NOT ((`region`, `dt`) IN (('CN', '20250109'), ('CN', '20250110')))
+SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE NOT coalesce(`dt` >= '20250102' AND `dt` <= '20250104', false) AND NOT ((`region`, `dt`) IN (('CN', '20250109'), ('CN', '20250110'), ('CN', '20250101')))
 UNION ALL
 SELECT `id`, `v`, `op`, `seq`, `region`, '20250109' AS `dt` FROM (SELECT 1 AS __chain_guard) __chain_one RIGHT OUTER JOIN (SELECT __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108')) __a LEFT ANTI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250109')) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region`) __m ON 1 = 0
 UNION ALL

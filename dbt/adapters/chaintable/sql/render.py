@@ -193,6 +193,7 @@ class Renderer:
         serving: Mapping[Values, str] = NONE,
         runs: Sequence[tuple[str, str]] = (),
         stored_in_runs: bool = True,
+        hidden: Sequence[Values] = (),
     ) -> str:
         """Every partition of snapshot ∪ delta at its full state, laid out as the planner said
         (`ChainState.view_layout`: literal branches, mapped reads). Snapshot partitions are one
@@ -212,9 +213,12 @@ class Renderer:
         refreshed, as every new partition is. Each branch costs planning time on every read,
         a stored day's too (benchmark, 10M rows: the compacted day's read planned in 0.141 s
         with it and the mapped merge-on-read below, 0.089 s without; the snapshot table alone
-        0.033 s)."""
+        0.033 s).
+        `hidden`: snapshot partitions still in the table that the view must not read (about to
+        be dropped: expired or dropped by hand). A query planned after this view reads none of
+        their files, so their deletion after the reader grace fails no reader."""
         literal, mapped = layout
-        own = [p.group + chain for chain, plans in literal for p in plans]
+        own = [p.group + chain for chain, plans in literal for p in plans] + list(hidden)
         not_own = f"NOT ({self.in_partitions(own)})" if own else ""
 
         def snapshot(*conds: str) -> str:
