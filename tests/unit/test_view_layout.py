@@ -332,3 +332,14 @@ def test_a_view_refresh_keeps_a_week_of_literal_branches_by_default():
         )
         == 1 + 2
     )  # days 0102 and 0103: their deltas since the anchor
+
+
+def test_a_hidden_snapshot_partition_that_is_also_literal_is_left_out_once():
+    s = weekly(12, groups=1)  # snapshots 0101, 0108; 0109..0112 literal
+    layout = s.view_layout(7)
+    sql = renderer().view(layout, MAP, hidden=[("r00", "20250112"), ("r00", "20250108")])
+    first = sql.split("\nUNION ALL\n")[0]
+    assert first.endswith(
+        "AND NOT ((`region`, `dt`) IN (('r00', '20250109'), ('r00', '20250110'), "
+        "('r00', '20250111'), ('r00', '20250112'), ('r00', '20250108')))"
+    )

@@ -218,7 +218,13 @@ class Renderer:
         be dropped: expired or dropped by hand). A query planned after this view reads none of
         their files, so their deletion after the reader grace fails no reader."""
         literal, mapped = layout
-        own = [p.group + chain for chain, plans in literal for p in plans] + list(hidden)
+        # a hidden partition may also be literal (a dropped snapshot day now read by merge):
+        # named once
+        own = list(
+            dict.fromkeys(
+                [p.group + chain for chain, plans in literal for p in plans] + list(hidden)
+            )
+        )
         not_own = f"NOT ({self.in_partitions(own)})" if own else ""
 
         def snapshot(*conds: str) -> str:
