@@ -65,6 +65,16 @@ GOALS = {  # chain / baseline
     "daily_total": 0.5,
     "compaction": 1.0,
 }
+# the goals hold at the headline size; at the quick default the daily run alone has one: it
+# must not rise above the 0.40 it read before the cumulative delta. Other sizes report figures.
+GOALS_AT = {10_000_000: GOALS, 2_000_000: {"daily_run": 0.40}}
+
+
+def goals_for(rows: int) -> dict[str, float]:
+    """The goals of a run of `rows` keys (none for a size without goals)."""
+    return GOALS_AT.get(rows, {})
+
+
 READS_A_DAY = 3  # the day's total: its run plus this many reads of the new day
 
 
@@ -733,10 +743,11 @@ def main() -> int:
         "goals": {
             k: {
                 "goal": f"<= {g}",
+                "limit": g,
                 "measured": figures.get(k),
                 "met": (figures.get(k) is not None and figures[k] <= g),
             }
-            for k, g in GOALS.items()
+            for k, g in goals_for(args.rows).items()
         },
         "total_s": time.perf_counter() - t_all,
     }
@@ -892,11 +903,16 @@ def chart(res: dict[str, Any], path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
     keys = [k for k in GOALS if res["ratios"].get(k) is not None]
     vals = [res["ratios"][k] for k in keys]
-    colors = ["tab:green" if res["goals"][k]["met"] else "tab:red" for k in keys]
+    goals = res["goals"]
+    colors = [
+        "tab:grey" if k not in goals else "tab:green" if goals[k]["met"] else "tab:red"
+        for k in keys
+    ]
     ax1.bar(range(len(keys)), vals, color=colors)
+    with_goal = [i for i, k in enumerate(keys) if k in goals]
     ax1.scatter(
-        range(len(keys)),
-        [GOALS[k] for k in keys],
+        with_goal,
+        [goals[keys[i]]["limit"] for i in with_goal],
         marker="_",
         s=900,
         color="black",
