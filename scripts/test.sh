@@ -9,14 +9,6 @@ bash scripts/setup.sh
 bash scripts/lint.sh
 echo "lint: ruff and mypy passed"
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$repo/.venv/bin/python"
-# the tests' JVMs (the session, dbt's subprocesses, the servers: all start through spark-submit)
-# compile with C1 only, in a code cache large enough to keep what they compiled. Each test's
-# queries are new small plans: with the default tiers the C2 compiler threads took ~100 s of
-# CPU in a 240 s file (test_paimon_scenarios.py alone) while the queries' own threads took 31 s,
-# and on two cores under two workers that CPU is the suite's; C1 alone in the default 48 MB
-# cache spent 123 s flushing it instead. Three functional files under two workers: 317 s
-# against 363 s. A benchmark keeps the JVM's defaults.
-export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:--XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m}"
 set +e
 # two workers, each test to whichever is free, but the tests of the Thrift Server all on one
 # (tests/functional/conftest.py groups them, so the server starts once); a file to a worker
