@@ -16,7 +16,7 @@ import textwrap
 import uuid
 
 import servers
-from conftest import Project
+from conftest import CHILD_JVM_OPTS, Project
 
 from dbt.adapters.chaintable.catalog import READER_GRACE_ENV
 
@@ -363,6 +363,8 @@ def test_standalone_cluster_session_mode(tmp_path_factory):
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.executor.memory": "1g",
+            # the executor is started by the worker, not through spark-submit (conftest.py)
+            "spark.executor.extraJavaOptions": CHILD_JVM_OPTS,
             "spark.driver.host": servers.HOST,
         }
         _, rows = run_project_in_subprocess(root, params)
