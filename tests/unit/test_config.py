@@ -144,3 +144,17 @@ def test_a_missing_primary_key_says_that_unique_key_is_not_read():
         ModelSettings.from_config("m", config)
     with pytest.raises(ChainConfigError, match=r"every partition column\)$"):
         ModelSettings.from_config("m", {"partition_by": ["dt"]})
+
+
+def test_an_operations_relation_argument_in_every_spelling():
+    from dbt.adapters.chaintable.catalog import split_relation
+
+    assert split_relation("t", "dflt") == ("dflt", "t")
+    assert split_relation("s.t", "dflt") == ("s", "t")
+    assert split_relation("`s`.`t`", "dflt") == ("s", "t")
+    assert split_relation("`t`", "dflt") == ("dflt", "t")
+    assert split_relation("spark_catalog.s.t", "dflt") == ("s", "t")
+    with pytest.raises(
+        ChainConfigError, match=r"relation 's\.' is not a table name \(schema\.name\)$"
+    ):
+        split_relation("s.", "dflt")

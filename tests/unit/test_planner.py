@@ -93,6 +93,25 @@ class TestReadRules:
         p = s.plan_read((), ("10",))
         assert p.anchor == ("9",) and p.deltas == (("10",),)  # '10' > '9' as ints, not strings
 
+    def test_integer_chain_key_given_zero_padded_names_its_partition(self):
+        # Spark names an int partition value 2 `hour=2`; a spec may spell it '02' (Paimon's
+        # string form `dt="20250811",hour="02"`) and still means that partition
+        opts = ChainOptions(
+            partition_by=("dt", "hour"), chain_keys=("dt", "hour"), primary_key=("id", "dt", "hour")
+        )
+        s = state(opts, [("20250811", "1")], [("20250811", "2")], types={"hour": "int"})
+        assert [p.chain for p in s.plan_partition_read({"dt": "20250811", "HOUR": "02"})] == [
+            ("20250811", "2")
+        ]
+        plan = s.plan_compaction({"dt": "20250811", "hour": " 02"})
+        assert [(w.chain, w.anchor, w.deltas) for w in plan.writes] == [
+            (("20250811", "2"), ("20250811", "1"), (("20250811", "2"),))
+        ]
+        # a string chain key keeps its spelling: '02' and '2' are different partitions
+        strings = state(opts, [("20250811", "01")], [("20250811", "02")])
+        assert strings.spelled(("20250811", "02")) == ("20250811", "02")
+        assert strings.plan_compaction({"dt": "20250811", "hour": "2"}).writes == ()
+
     def test_partitions_out_of_order_are_sorted(self):
         s = state(DT, ["20250801"], ["20250804", "20250802", "20250803"])
         assert s.plan_read((), ("20250804",)).deltas == (

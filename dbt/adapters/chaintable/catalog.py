@@ -64,6 +64,15 @@ def schema_of(relation: BaseRelation) -> str:
     return relation.schema
 
 
+def split_relation(name: str, default_schema: str) -> tuple[str, str]:
+    """An operation's `relation:` argument -> (schema, identifier): `t`, `schema.t`,
+    `` `schema`.`t` `` or a three-part name (the catalog part is not used)."""
+    parts = [p.strip().strip("`") for p in str(name).split(".")]
+    if not all(parts):
+        raise ChainConfigError(f"relation '{name}' is not a table name (schema.name)")
+    return (parts[-2], parts[-1]) if len(parts) > 1 else (default_schema, parts[0])
+
+
 @dataclass(frozen=True)
 class ChainTables:
     """The relations of one chain table `t` (docs/design.md#branches-and-relations)."""

@@ -17,7 +17,13 @@ from dbt.adapters.contracts.relation import RelationType
 from dbt.adapters.spark.impl import SparkAdapter
 
 from dbt.adapters.chaintable.accumulate import Accumulator
-from dbt.adapters.chaintable.catalog import Catalog, ChainTables, name_of, schema_of
+from dbt.adapters.chaintable.catalog import (
+    Catalog,
+    ChainTables,
+    name_of,
+    schema_of,
+    split_relation,
+)
 from dbt.adapters.chaintable.config import ChainTableConfig
 from dbt.adapters.chaintable.connections import ChainTableConnectionManager
 from dbt.adapters.chaintable.maintenance import Maintenance
@@ -67,8 +73,7 @@ class ChainTableAdapter(SparkAdapter):
     ) -> BaseRelation:
         """Resolve an operation's `model: t` (a model of the project) or `relation: schema.t`."""
         if relation:
-            parts = str(relation).split(".")
-            schema, ident = (parts[-2], parts[-1]) if len(parts) > 1 else (default_schema, parts[0])
+            schema, ident = split_relation(relation, default_schema)
             return self.Relation.create(schema=schema, identifier=ident, type=RelationType.View)
         if not model:
             raise ChainConfigError(

@@ -347,13 +347,15 @@ class Maintenance:
         loaded = self.catalog.load(relation)
         state = loaded.state()
         spec = parse_partition_spec(partition)
-        missing = [c for c in loaded.opts.partition_by if c not in spec]
+        lowered = {k.lower(): v for k, v in spec.items()}
+        missing = [c for c in loaded.opts.partition_by if c.lower() not in lowered]
         if missing:
             raise ChainPlanError(
                 f"drop_chain_partition {relation}: give every partition column, missing {missing}"
             )
-        values = tuple(spec[c] for c in loaded.opts.partition_by)
-        group, chain = state.split(values)
+        group, chain = state.split(tuple(lowered[c.lower()] for c in loaded.opts.partition_by))
+        chain = state.spelled(chain)
+        values = group + chain
         label = loaded.layout.path(values)
         if branch not in BRANCHES:
             raise ChainPlanError(f"drop_chain_partition: branch must be one of {list(BRANCHES)}")

@@ -186,6 +186,16 @@ class ChainState:
         types = self.chain_types or ("string",) * len(chain)
         return tuple(_typed(v, t) for v, t in zip(chain, types, strict=False))
 
+    def spelled(self, chain: Values) -> Values:
+        """Chain values as Spark spells them in partition names: an integral key given as
+        '02' or ' 2' is partition `2`; other types are taken as given."""
+        types = self.chain_types or ("string",) * len(chain)
+        out = []
+        for v, t in zip(chain, types, strict=False):
+            typed = _typed(v.strip(), t) if t.lower() in INTEGRAL_TYPES else v
+            out.append(str(typed) if isinstance(typed, int) else v)
+        return tuple(out)
+
     def _by_group(self, parts: frozenset[Values]) -> dict[Values, list[Values]]:
         out: dict[Values, list[Values]] = {}
         for p in parts:
@@ -329,7 +339,7 @@ class ChainState:
                 f"partition {dict(spec)} matches more than one partition: chain key(s) {missing} "
                 "are not given; name exactly one chain partition"
             )
-        chain = tuple(lowered[c.lower()] for c in self.opts.chain_keys)
+        chain = self.spelled(tuple(lowered[c.lower()] for c in self.opts.chain_keys))
         gfilter = {
             i: lowered[c.lower()]
             for i, c in enumerate(self.opts.group_keys)
