@@ -189,12 +189,8 @@ class ChainState:
     def spelled(self, chain: Values) -> Values:
         """Chain values as Spark spells them in partition names: an integral key given as
         '02' or ' 2' is partition `2`; other types are taken as given."""
-        types = self.chain_types or ("string",) * len(chain)
-        out = []
-        for v, t in zip(chain, types, strict=False):
-            typed = _typed(v.strip(), t) if t.lower() in INTEGRAL_TYPES else v
-            out.append(str(typed) if isinstance(typed, int) else v)
-        return tuple(out)
+        typed = self.sort_key(tuple(v.strip() for v in chain))
+        return tuple(str(t) if isinstance(t, int) else v for v, t in zip(chain, typed, strict=True))
 
     def _by_group(self, parts: frozenset[Values]) -> dict[Values, list[Values]]:
         out: dict[Values, list[Values]] = {}
