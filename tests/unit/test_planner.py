@@ -112,6 +112,32 @@ class TestReadRules:
         assert strings.spelled(("20250811", "02")) == ("20250811", "02")
         assert strings.plan_compaction({"dt": "20250811", "hour": "2"}).writes == ()
 
+    def test_full_partition_spec_names_one_partition_of_any_group(self):
+        # drop_chain_partition's spec: every partition column, in any case, the int chain key
+        # spelled as Spark names it; a group not in the table yet is still a partition
+        opts = ChainOptions(
+            partition_by=("region", "dt", "hour"),
+            chain_keys=("dt", "hour"),
+            primary_key=("id", "region", "dt", "hour"),
+        )
+        s = state(opts, [("CN", "20250811", "1")], [], types={"hour": "int"})
+        assert s.partition_of({"REGION": "CN", "dt": "20250811", "Hour": "011"}) == (
+            "CN",
+            "20250811",
+            "11",
+        )
+        assert s.partition_of({"region": "US", "dt": "20250811", "hour": "3"}) == (
+            "US",
+            "20250811",
+            "3",
+        )
+        with pytest.raises(
+            ChainPlanError, match=r"does not name every partition column: missing \['region'\]"
+        ):
+            s.partition_of({"dt": "20250811", "hour": "1"})
+        with pytest.raises(ChainPlanError, match=r"names \['day'\], which are not partition"):
+            s.partition_of({"region": "CN", "dt": "20250811", "hour": "1", "day": "x"})
+
     def test_partitions_out_of_order_are_sorted(self):
         s = state(DT, ["20250801"], ["20250804", "20250802", "20250803"])
         assert s.plan_read((), ("20250804",)).deltas == (

@@ -6,8 +6,10 @@ than 32,700 characters)."""
 import datetime as dt
 import re
 
+import pytest
+
 from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, ChainOptions
-from dbt.adapters.chaintable.planner import ChainState
+from dbt.adapters.chaintable.planner import ChainPlanError, ChainState
 from dbt.adapters.chaintable.sql.render import Renderer
 
 GROUPED = ChainOptions(
@@ -343,3 +345,35 @@ def test_a_hidden_snapshot_partition_that_is_also_literal_is_left_out_once():
         "AND NOT ((`region`, `dt`) IN (('r00', '20250109'), ('r00', '20250110'), "
         "('r00', '20250111'), ('r00', '20250112'), ('r00', '20250108')))"
     )
+
+
+def test_a_drop_naming_a_column_that_is_no_partition_column_is_refused_before_any_change():
+    """drop_chain_partition checks its spec as compact_chain does: a misspelt or extra key is
+    an error naming the relation and the key, and nothing is refreshed or dropped."""
+    from tests.unit.fake_catalog import FakeConnections, fake_adapter
+
+    conns = FakeConnections()
+    for branch, parts in (("snapshot", ["20250101"]), ("delta", ["20250102"])):
+        conns.table(
+            f"t__{branch}",
+            columns=[(c, "string") for c in COLS],
+            partition_by=("region", "dt"),
+            props=dict(GROUPED.to_properties()),
+            partitions=[f"region=r/dt={d}" for d in parts],
+        )
+    adapter = fake_adapter(conns)
+    rel = adapter.Relation.create(schema="s", identifier="t", type="view")
+    before = len(conns.statements)
+    with pytest.raises(ChainPlanError) as err:
+        adapter.chain_drop_partition(rel, {"region": "r", "dt": "20250102", "day": "x"}, "delta")
+    assert err.value.msg.startswith("drop_chain_partition s.t: partition ")
+    assert "names ['day'], which are not partition columns ['region', 'dt']" in str(err.value)
+    with pytest.raises(ChainPlanError, match=r"missing \['region'\]"):
+        adapter.chain_drop_partition(rel, {"dt": "20250102"}, "delta")
+    # the operation's lock is taken and given back; nothing else is written
+    changed = [
+        q
+        for q in conns.statements[before:]
+        if q.startswith(("CREATE", "ALTER", "DROP", "INSERT")) and "t__chain_lock" not in q
+    ]
+    assert changed == []

@@ -346,16 +346,11 @@ class Maintenance:
     def _drop_partition(self, relation: BaseRelation, partition: Any, branch: str) -> str:
         loaded = self.catalog.load(relation)
         state = loaded.state()
-        spec = parse_partition_spec(partition)
-        lowered = {k.lower(): v for k, v in spec.items()}
-        missing = [c for c in loaded.opts.partition_by if c.lower() not in lowered]
-        if missing:
-            raise ChainPlanError(
-                f"drop_chain_partition {relation}: give every partition column, missing {missing}"
-            )
-        group, chain = state.split(tuple(lowered[c.lower()] for c in loaded.opts.partition_by))
-        chain = state.spelled(chain)
-        values = group + chain
+        try:
+            values = state.partition_of(parse_partition_spec(partition))
+        except ChainPlanError as e:
+            raise ChainPlanError(f"drop_chain_partition {relation}: {e.msg}") from e
+        group, chain = state.split(values)
         label = loaded.layout.path(values)
         if branch not in BRANCHES:
             raise ChainPlanError(f"drop_chain_partition: branch must be one of {list(BRANCHES)}")

@@ -318,10 +318,9 @@ class ChainState:
         )
 
     # ---- partition specs ---------------------------------------------------------------------
-    def resolve_spec(self, spec: Mapping[str, str]) -> tuple[Values, list[Values]]:
-        """A partition spec -> (chain values, matching known groups). The spec must name every
-        chain key (one partition per group); group keys are optional filters."""
-        lowered = {k.lower(): v for k, v in spec.items()}
+    def _lowered(self, spec: Mapping[str, str]) -> dict[str, str]:
+        """A spec's values by lower-case column (Spark's column names are case-insensitive); a
+        key that is not a partition column is refused, not ignored."""
         cols = [c.lower() for c in self.opts.partition_by]
         unknown = [k for k in spec if k.lower() not in cols]
         if unknown:
@@ -329,6 +328,24 @@ class ChainState:
                 f"partition {dict(spec)} names {unknown}, which are not partition "
                 f"columns {list(self.opts.partition_by)}"
             )
+        return {k.lower(): v for k, v in spec.items()}
+
+    def partition_of(self, spec: Mapping[str, str]) -> Values:
+        """A spec naming every partition column -> that partition's values (group + chain), the
+        chain spelled as Spark names its partitions; the group need not be known yet."""
+        lowered = self._lowered(spec)
+        missing = [c for c in self.opts.partition_by if c.lower() not in lowered]
+        if missing:
+            raise ChainPlanError(
+                f"partition {dict(spec)} does not name every partition column: missing {missing}"
+            )
+        group, chain = self.split(tuple(lowered[c.lower()] for c in self.opts.partition_by))
+        return group + self.spelled(chain)
+
+    def resolve_spec(self, spec: Mapping[str, str]) -> tuple[Values, list[Values]]:
+        """A partition spec -> (chain values, matching known groups). The spec must name every
+        chain key (one partition per group); group keys are optional filters."""
+        lowered = self._lowered(spec)
         missing = [c for c in self.opts.chain_keys if c.lower() not in lowered]
         if missing:
             raise ChainPlanError(
