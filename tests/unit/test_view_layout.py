@@ -302,26 +302,28 @@ def test_multi_key_chains_map_every_chain_key():
     assert "__b.`hour` = __m.`ct__source_hour`" in read and "`ct__target_hour` AS `hour`" in read
 
 
-def test_a_view_refresh_keeps_a_week_of_literal_branches_by_default():
-    """Without the property, the 7 newest delta-only days get a literal branch each; the older
-    ones are read through the mapping table."""
+def fake_chain(snapshots, deltas):
+    """(fake connections, adapter, relation `s.t`): a GROUPED chain whose branches hold the
+    days `snapshots` and `deltas` of group `r`."""
     from tests.unit.fake_catalog import FakeConnections, fake_adapter
 
     conns = FakeConnections()
-    props = {**GROUPED.to_properties()}
-    for branch, parts in (
-        ("snapshot", ["20250101"]),
-        ("delta", [f"202501{d:02d}" for d in range(2, 12)]),
-    ):
+    for branch, days in (("snapshot", snapshots), ("delta", deltas)):
         conns.table(
             f"t__{branch}",
             columns=[(c, "string") for c in COLS],
             partition_by=("region", "dt"),
-            props=props,
-            partitions=[f"region=r/dt={d}" for d in parts],
+            props=GROUPED.to_properties(),
+            partitions=[f"region=r/dt={d}" for d in days],
         )
     adapter = fake_adapter(conns)
-    rel = adapter.Relation.create(schema="s", identifier="t", type="view")
+    return conns, adapter, adapter.Relation.create(schema="s", identifier="t", type="view")
+
+
+def test_a_view_refresh_keeps_a_week_of_literal_branches_by_default():
+    """Without the property, the 7 newest delta-only days get a literal branch each; the older
+    ones are read through the mapping table."""
+    conns, adapter, rel = fake_chain(["20250101"], [f"202501{d:02d}" for d in range(2, 12)])
     adapter.chain_drop_partition(rel, {"region": "r", "dt": "20250111"}, "delta")  # refreshes
     (view,) = [
         q for q in conns.statements if q.startswith(("CREATE OR REPLACE VIEW", "ALTER VIEW"))
@@ -350,19 +352,7 @@ def test_a_hidden_snapshot_partition_that_is_also_literal_is_left_out_once():
 def test_a_drop_naming_a_column_that_is_no_partition_column_is_refused_before_any_change():
     """drop_chain_partition checks its spec as compact_chain does: a misspelt or extra key is
     an error naming the relation and the key, and nothing is refreshed or dropped."""
-    from tests.unit.fake_catalog import FakeConnections, fake_adapter
-
-    conns = FakeConnections()
-    for branch, parts in (("snapshot", ["20250101"]), ("delta", ["20250102"])):
-        conns.table(
-            f"t__{branch}",
-            columns=[(c, "string") for c in COLS],
-            partition_by=("region", "dt"),
-            props=dict(GROUPED.to_properties()),
-            partitions=[f"region=r/dt={d}" for d in parts],
-        )
-    adapter = fake_adapter(conns)
-    rel = adapter.Relation.create(schema="s", identifier="t", type="view")
+    conns, adapter, rel = fake_chain(["20250101"], ["20250102"])
     before = len(conns.statements)
     with pytest.raises(ChainPlanError) as err:
         adapter.chain_drop_partition(rel, {"region": "r", "dt": "20250102", "day": "x"}, "delta")
