@@ -207,6 +207,54 @@ def test_compaction_of_a_bucketed_chain_writes_its_buckets(project):
     assert files and all(re.search(r"_0000[01]\.c000", f) for f in files), files
 
 
+def file_orders(p, table: str, where: str) -> dict[str, list[int]]:
+    """{file: its ids in the order they are stored} for the partitions of `table` that
+    `where` selects; a file small enough to be one split is read in order by one task."""
+    out: dict[str, list[int]] = {}
+    for f, i in p.spark.sql(
+        f"SELECT input_file_name(), id FROM {p.schema}.{table} WHERE {where}"
+    ).collect():
+        out.setdefault(f, []).append(i)
+    return out
+
+
+def test_compaction_writes_each_snapshot_file_sorted_by_key(project):
+    """The compacted snapshot is shuffled and sorted by key (benchmarks/README.md, "Compaction
+    output layout"), whichever order its anchor's files hold: each group of a compaction
+    covering every group (a dynamic write) and a compaction of one group (a static one)."""
+    p = project
+    first = [(i, f"v{i}", r, "20250801") for r in ("CN", "US") for i in range(40, 0, -1)]
+    p.table(
+        "changes",
+        "id int, v string, region string, dt string",
+        first
+        + [(7, "x", "CN", "20250802"), (45, "n", "US", "20250802"), (3, "y", "US", "20250802")],
+    )
+    p.model("t", GROUPED)
+    for d in ("20250801", "20250802"):
+        day(p, d)
+    anchor = file_orders(p, "t__snapshot", "dt = '20250801'")
+    assert any(ids != sorted(ids) for ids in anchor.values()), anchor  # stored descending
+    before = p.full_state(cols="id, v, region")
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250802"}})
+    p.run_op(
+        "compact_chain",
+        {"model": "t", "partition": {"region": "CN", "dt": "20250802"}, "overwrite": True},
+    )
+    assert "result: true" in p.log_text()
+    assert p.partitions("t__snapshot") == [
+        "region=CN/dt=20250801",
+        "region=CN/dt=20250802",
+        "region=US/dt=20250801",
+        "region=US/dt=20250802",
+    ]
+    assert p.full_state(cols="id, v, region") == before
+    assert len(before["region=US/dt=20250802"]) == 41
+    compacted = file_orders(p, "t__snapshot", "dt = '20250802'")
+    assert sum(len(ids) for ids in compacted.values()) == 40 + 41
+    assert all(ids == sorted(ids) for ids in compacted.values()), compacted
+
+
 def test_a_bucketed_chain_stages_a_run_of_one_partition_in_bucket_files(project):
     """A run of one partition stages it in a bare directory, unless the table has buckets: the
     files published as the partition must be the bucket files a staging table lays out."""

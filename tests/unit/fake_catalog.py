@@ -30,6 +30,8 @@ class FakeTable:
     view: bool = False
     location: str = ""
     part_locations: dict[str, str] = field(default_factory=dict)
+    buckets: int = 0
+    bucket_columns: tuple[str, ...] = ()
 
     def part_location(self, path: str) -> str:
         return self.part_locations.get(path, f"{self.location}/{path}")
@@ -114,7 +116,11 @@ class FakeConnections:
                 if path not in t.partitions:
                     raise DbtRuntimeError(f"[PARTITIONS_NOT_FOUND] {path}")
                 return [("Location", t.part_location(path), "")]
-            return [("Provider", "parquet", ""), ("Location", t.location, "")]
+            rows = [("Provider", "parquet", ""), ("Location", t.location, "")]
+            if t.buckets:
+                cols = ", ".join(f"`{c}`" for c in t.bucket_columns)
+                rows += [("Num Buckets", str(t.buckets), ""), ("Bucket Columns", f"[{cols}]", "")]
+            return rows
         if s.startswith("DESCRIBE QUERY "):
             return [(c, ty, None) for c, ty in self.query_columns]
         self._follow(s)

@@ -151,6 +151,23 @@ def test_compaction_with_overwrite_switches_an_existing_snapshot_partition():
     check("compact_overwrite", conns.statements)
 
 
+def test_compaction_into_a_bucketed_snapshot_keeps_the_buckets_layout():
+    """The compacted rows are shuffled and sorted by key (compact.sql) unless the snapshot
+    table has buckets: its bucket files are then its layout, which a shuffle would not keep."""
+    conns, adapter, rel = setup(recent=7)
+    snapshot = conns.tables["s.t__snapshot"]
+    snapshot.buckets, snapshot.bucket_columns = 4, ("id",)
+    conns.answer("count(*) FROM s.t__snapshot", [("CN", 10), ("US", 5)])
+    assert adapter.chain_compact(rel, {"dt": "20250104"}) is True
+    create = next(s for s in conns.statements if s.startswith("CREATE TABLE s.t__chain_pub"))
+    assert "CLUSTERED BY (`id`) INTO 4 BUCKETS" in create
+    insert = next(
+        s for s in conns.statements if s.startswith("INSERT OVERWRITE TABLE s.t__chain_pub")
+    )
+    assert "DISTRIBUTE BY" not in insert and "SORT BY" not in insert
+    assert insert.startswith("INSERT OVERWRITE TABLE s.t__chain_pub PARTITION (`region`, `dt`)")
+
+
 def test_expiration_drops_deltas_then_snapshots():
     conns, adapter, rel = setup()
     lines = adapter.chain_expire(rel, now="2025-03-01 00:00:00")

@@ -1,6 +1,7 @@
 """Write statements the renderer produces: dynamic overwrite of the partitions in the output, a
 static spec when the caller knows the single partition every row belongs to (compaction of one
-group: no sort of the rows by partition, the partition exists even when empty)."""
+group: no sort of the rows by partition, the partition exists even when empty), and the layout
+a compaction writes: shuffled and sorted by key."""
 
 from dbt.adapters.chaintable.options import ChainOptions
 from dbt.adapters.chaintable.sql.render import Renderer
@@ -39,3 +40,30 @@ def test_empty_partition_and_drop_use_the_same_spec():
         == f"ALTER TABLE s.p DROP IF EXISTS PARTITION ({spec})"
     )
     assert R.drop_partitions("s.p", []) is None
+
+
+def test_rows_by_key_are_shuffled_by_the_keys_and_sorted_partition_columns_first():
+    # dynamic: Spark's writer needs the rows in partition order, so the partition columns
+    # lead; the group column of the key is a partition column and is not repeated
+    assert R.insert_overwrite("s.p", "SELECT 1", by_key=True) == (
+        "INSERT OVERWRITE TABLE s.p PARTITION (`region`, `dt`)\n"
+        "SELECT `id`, `v`, `region`, `dt` FROM (SELECT * FROM (SELECT 1) __k "
+        "DISTRIBUTE BY `id` SORT BY `region`, `dt`, `id`) __src"
+    )
+    # static: one partition, its columns are constants
+    assert R.insert_overwrite("s.p", "SELECT 1", only=("eu", "2025-01-08"), by_key=True) == (
+        "INSERT OVERWRITE TABLE s.p PARTITION (`region` = 'eu', `dt` = '2025-01-08')\n"
+        "SELECT `id`, `v` FROM (SELECT * FROM (SELECT 1) __k DISTRIBUTE BY `id` SORT BY `id`) "
+        "__src"
+    )
+
+
+def test_no_layout_by_key_when_the_primary_key_is_the_partition_columns():
+    opts = ChainOptions(
+        partition_by=("region", "dt"), chain_keys=("dt",), primary_key=("region", "dt")
+    )
+    r = Renderer(opts, ["v", "region", "dt"], {}, "s.t__snapshot", "s.t__delta")
+    assert r.by_key("SELECT 1", partitioned=True) == "SELECT 1"
+    assert r.insert_overwrite("s.p", "SELECT 1", by_key=True) == r.insert_overwrite(
+        "s.p", "SELECT 1"
+    )

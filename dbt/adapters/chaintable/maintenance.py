@@ -186,7 +186,9 @@ class Maintenance:
         # the refresh below, because its snapshot branch excludes that partition
         snapshot = loaded.tables.snapshot
         source = renderer.merged(plan.chain, plan.writes, serving=loaded.serving(plan.writes))
-        self.publisher.create_pub(snapshot, loaded, source, written, safety.new_run_id())
+        self.publisher.create_pub(
+            snapshot, loaded, source, written, safety.new_run_id(), by_key=True
+        )
         safety.failpoint("compact.staged")
         self.publisher.publish(
             snapshot,

@@ -328,9 +328,12 @@ class Publisher:
         source_sql: str,
         parts: Sequence[Values],
         run_id: str,
+        by_key: bool = False,
     ) -> None:
         """Merged rows in a fresh directory below `target`, laid out (format, buckets) like it,
-        every partition of `parts` present (empty if the merge left no row), ready to publish."""
+        every partition of `parts` present (empty if the merge left no row), ready to publish.
+        `by_key`: shuffled and sorted by key (Renderer.by_key) unless `target` is bucketed,
+        whose buckets are its layout."""
         pub = str(loaded.tables.pub)
         self.run(S.drop_table(pub))
         renderer = loaded.renderer()
@@ -353,10 +356,11 @@ class Publisher:
                 buckets=buckets if buckets > 0 else None,
             )
         )
+        by_key = by_key and buckets == 0
         if len(parts) == 1:  # one partition (one group): its rows carry its values
-            self.run(renderer.insert_overwrite(pub, source_sql, only=parts[0]))
+            self.run(renderer.insert_overwrite(pub, source_sql, only=parts[0], by_key=by_key))
             return
-        self.run(renderer.insert_overwrite(pub, source_sql))
+        self.run(renderer.insert_overwrite(pub, source_sql, by_key=by_key))
         present = set(self.catalog.partitions(pub, loaded.opts.partition_by))
         for part in parts:
             if part not in present:

@@ -433,13 +433,17 @@ class Renderer:
         return "\nUNION ALL\n".join(parts)
 
     # ---- writes --------------------------------------------------------------------------
-    def insert_overwrite(self, table: str, source_sql: str, only: Values | None = None) -> str:
+    def insert_overwrite(
+        self, table: str, source_sql: str, only: Values | None = None, by_key: bool = False
+    ) -> str:
         """Dynamic overwrite (the tables carry partitionOverwriteMode=dynamic as a table option,
         so no session setting is relied on): exactly the partitions in the output are replaced.
         `only`: every row of `source_sql` belongs to this one partition (the caller built it so),
-        written with a static spec: Spark then neither sorts the rows by partition (a full sort
-        of a compacted snapshot) nor stages them for a dynamic overwrite, and the partition
-        exists afterwards even when the source is empty."""
+        written with a static spec: Spark then neither sorts the rows by partition nor stages
+        them for a dynamic overwrite, and the partition exists afterwards even when the source
+        is empty. `by_key`: the rows laid out by `by_key`."""
+        if by_key:
+            source_sql = self.by_key(source_sql, partitioned=only is None)
         if only is not None:
             return (
                 f"INSERT OVERWRITE TABLE {table} PARTITION ({self.spec(only)})\n"
@@ -449,6 +453,26 @@ class Renderer:
         return (
             f"INSERT OVERWRITE TABLE {table} PARTITION ({parts})\n"
             f"SELECT {cols_sql(self.columns)} FROM ({source_sql}) __src"
+        )
+
+    def by_key(self, source_sql: str, partitioned: bool) -> str:
+        """`source_sql`'s rows laid out as the classic job's merge lays out a day: shuffled by
+        the merge keys, so that each file holds an even share (about one file per core once
+        Spark coalesces the shuffle), and sorted by them within each file (row groups a filter
+        on the key skips; the partition columns first when the write is dynamic, the order
+        Spark's writer needs). Without it a compacted snapshot keeps its anchor's file splits
+        plus the small files of the changed rows, which a reader packs into one task, so the
+        layout, and a read on few cores, varies from one compaction to the next
+        (benchmarks/README.md, "Compaction output layout"). No layout when the primary key is
+        the partition columns alone (a partition holds one row)."""
+        parts = {c.lower() for c in self.opts.partition_by}
+        keys = [k for k in self.opts.merge_keys if k.lower() not in parts]
+        if not keys:
+            return source_sql
+        order = [*self.opts.partition_by, *keys] if partitioned else keys
+        return (
+            f"SELECT * FROM ({source_sql}) __k DISTRIBUTE BY {cols_sql(keys)} "
+            f"SORT BY {cols_sql(order)}"
         )
 
     def empty_partition(self, table: str, values: Values) -> str:
