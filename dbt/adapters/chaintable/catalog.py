@@ -33,6 +33,7 @@ from dbt.adapters.chaintable.planner import (
 )
 from dbt.adapters.chaintable.runner import Runner, logger
 from dbt.adapters.chaintable.sql import statements as S
+from dbt.adapters.chaintable.sql.properties import read_back
 from dbt.adapters.chaintable.sql.render import Renderer
 
 SNAPSHOT_SUFFIX = "__snapshot"
@@ -322,7 +323,9 @@ class Catalog:
         ]
 
     def properties(self, relation: Any) -> dict[str, str]:
-        return {str(r[0]): str(r[1]) for r in self.runner.fetch(S.show_properties(str(relation)))}
+        """The table's properties, each as stored: never a value Spark redacted (read_back)."""
+        rows = self.runner.fetch(S.show_properties(str(relation)))
+        return read_back(str(relation), [(str(r[0]), str(r[1])) for r in rows])
 
     def partition_paths(self, relation: Any) -> list[str]:
         return [str(r[0]) for r in self.runner.fetch(S.show_partitions(str(relation)))]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from dbt.adapters.chaintable.sql.properties import stored, stored_keys
+
 _STRINGS = ("string",)
 
 
@@ -44,5 +46,12 @@ def spec_sql(columns: Sequence[str], values: Sequence[str]) -> str:
 
 
 def properties_sql(props: Mapping[str, str]) -> str:
-    """The body of a TBLPROPERTIES clause, keys sorted."""
-    return ", ".join(f"{string(k)} = {string(v)}" for k, v in sorted(props.items()))
+    """The body of a TBLPROPERTIES clause, keys sorted: each property, and the unredacted mirror
+    of each one that Spark's redaction would hide when it is read back (sql/properties.py)."""
+    written = stored(props)
+    return ", ".join(f"{string(k)} = {string(v)}" for k, v in sorted(written.items()))
+
+
+def property_keys_sql(keys: Sequence[str]) -> str:
+    """The keys of an UNSET TBLPROPERTIES clause, sorted, each with its mirror."""
+    return ", ".join(string(k) for k in stored_keys(keys))

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dbt.adapters.chaintable.sql.quoting import properties_sql, q, spec_sql, string
+from dbt.adapters.chaintable.sql.quoting import (
+    properties_sql,
+    property_keys_sql,
+    q,
+    spec_sql,
+    string,
+)
 
 Partition = tuple[Sequence[str], Sequence[str]]  # (columns, values)
 
@@ -114,10 +120,7 @@ def set_properties(relation: str, props: Mapping[str, str]) -> str:
 
 
 def unset_properties(relation: str, keys: Sequence[str]) -> str:
-    return (
-        f"ALTER TABLE {relation} UNSET TBLPROPERTIES IF EXISTS "
-        f"({', '.join(string(k) for k in sorted(keys))})"
-    )
+    return f"ALTER TABLE {relation} UNSET TBLPROPERTIES IF EXISTS ({property_keys_sql(keys)})"
 
 
 def set_view_properties(relation: str, props: Mapping[str, str]) -> str:
@@ -125,10 +128,7 @@ def set_view_properties(relation: str, props: Mapping[str, str]) -> str:
 
 
 def unset_view_properties(relation: str, keys: Sequence[str]) -> str:
-    return (
-        f"ALTER VIEW {relation} UNSET TBLPROPERTIES IF EXISTS "
-        f"({', '.join(string(k) for k in sorted(keys))})"
-    )
+    return f"ALTER VIEW {relation} UNSET TBLPROPERTIES IF EXISTS ({property_keys_sql(keys)})"
 
 
 def drop_table(relation: str) -> str:
