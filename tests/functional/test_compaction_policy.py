@@ -128,8 +128,8 @@ RATIO = (
 
 @pytest.mark.parametrize("cumulative", ["true", "false"])
 def test_deferred_ratio_policy_is_compacted_by_compact_chain_without_partition(project, cumulative):
-    """The changed keys come from the newest day's cumulative delta, or (switched off) from the
-    distinct keys of its deltas: the same verdicts."""
+    """The changed keys are the distinct keys of the newest day's deltas since its anchor, with
+    the cumulative delta on or off: the same verdicts."""
     p = project
     p.table("changes", "id int, v string, region string, dt string", RATIO)
     rule = "{'max_cumulative_ratio': 0.3, 'mode': 'deferred'}"
@@ -287,3 +287,61 @@ def test_compaction_comes_before_expiration_so_the_new_anchor_counts_at_once(pro
     p.dbt("run", vars={"dt": "20250215"})  # a chain of 1 delta: nothing due, nothing expired
     assert "no compaction due" in p.log_text()
     assert reads(p, ["CN"], ["20250215"]) == {("CN", "20250215"): [(1, "a2"), (2, "b3"), (3, "c")]}
+
+
+RANDOM_MODEL = """
+{{{{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
+          sequence_field='seq', rowkind_field='op', chain_partition={{'dt': var('dt')}},
+          chain_compaction={{'max_cumulative_ratio': 0.3}}, cumulative_delta={on}) }}}}
+select id, v, op, seq, dt from {{{{ target.schema }}}}.changes where dt = '{{{{ var("dt") }}}}'
+"""
+
+
+def full_reads(p, view: str) -> list[tuple]:
+    """Every day of both branches through the view, in one query."""
+    return p.rows(f"select dt, id, v, seq from {{s}}.{view}")
+
+
+@pytest.mark.parametrize("seed", [4])
+def test_ratio_policy_decides_the_same_with_the_cumulative_delta_on_and_off(project, seed):
+    """`t` keeps the cumulative delta, `m` does not; one `dbt run` of both per step, over a
+    random history of new days, backfills and rewrites. Half the rows come late (a lower
+    sequence than the anchor's: the key keeps the anchor's row, and the cumulative delta leaves
+    it out), some delete. After every step both compacted the same days, and every day reads
+    the same."""
+    import random
+
+    p, rng = project, random.Random(seed)
+    days = [f"202509{d:02d}" for d in range(1, 13)]
+    rows = [(k, f"v{k}", "+I", 50, days[0]) for k in range(1, 13)]
+    p.table("changes", "id int, v string, op string, seq int, dt string", rows)
+    p.model("t", RANDOM_MODEL.format(on="true"))
+    p.model("m", RANDOM_MODEL.format(on="false"))
+    p.dbt("run", vars={"dt": days[0]})
+    written, used = [days[0]], set()
+    kinds = ["new", "new", "new", "backfill", "new", "rewrite", "new", "backfill", "rewrite"]
+    for step, kind in enumerate(kinds):
+        later = [d for d in days if d > max(written)]
+        gaps = [d for d in days if d < max(written) and d not in written]
+        if kind == "new":  # sometimes a day skipped, for a backfill to fill
+            day = later[int(rng.random() < 0.5)]
+        else:
+            day = rng.choice(gaps if kind == "backfill" and gaps else written[1:])
+        new = []
+        for k in rng.sample(range(1, 15), rng.randint(1, 4)):
+            late = rng.random() < 0.5
+            # late: below every anchor's row; never one sequence twice for a key and day (a run
+            # refuses the tie)
+            seq = rng.choice([q for q in range(1, 50) if (day, k, q) not in used])
+            seq = seq if late else 1000 + 100 * step + k
+            used.add((day, k, seq))
+            new.append((k, f"v{k}_{step}", rng.choice(["+U", "+U", "+I", "-D"]), seq, day))
+        p.spark.createDataFrame(
+            new, "id int, v string, op string, seq int, dt string"
+        ).write.insertInto(f"{p.schema}.changes")
+        p.dbt("run", vars={"dt": day})
+        written.append(day)
+        assert snapshots(p, "t") == snapshots(p, "m"), (step, kind, day)
+        assert full_reads(p, "t") == full_reads(p, "m"), (step, kind, day)
+    compacted = [s for s in snapshots(p, "m") if s != f"dt={days[0]}"]
+    assert 2 <= len(compacted) < len(set(written)) - 1, compacted  # some days due, some not

@@ -30,7 +30,6 @@ from dbt.adapters.chaintable.planner import (
 from dbt.adapters.chaintable.progress import Stopwatch
 from dbt.adapters.chaintable.publish import Publisher
 from dbt.adapters.chaintable.runner import logger
-from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
 from dbt.adapters.chaintable.view import ViewWriter
 
 TS_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -97,9 +96,11 @@ class Maintenance:
         return policy.decide(loaded.opts.compaction, state, self._counts(loaded, plans))
 
     def _counts(self, loaded: Loaded, plans: list[ReadPlan]) -> dict[Values, policy.Counts]:
-        """The ratio trigger's counts of `plans` (newest days): changed keys from the day's
-        cumulative delta when it serves the day (its rows, footers only), else the distinct
-        keys of the day's deltas; the anchor's rows."""
+        """The ratio trigger's counts of `plans` (newest days): the distinct keys of the day's
+        deltas since its anchor (policy.Counts), and the anchor's rows. Counted from the deltas
+        whether or not the cumulative delta serves the day: its rows leave out the keys whose
+        delta rows lose to the anchor, so counting them would make the policy, and through it
+        what later days read, depend on the cache."""
         if not plans:
             return {}
         renderer, fetch = loaded.renderer(), self.catalog.runner.fetch
@@ -107,11 +108,8 @@ class Maintenance:
         def by_group(sql: str) -> dict[Values, int]:
             return {tuple(str(v) for v in row[:-1]): int(row[-1]) for row in fetch(sql)}
 
-        serving = loaded.serving(plans)
-        changed = by_group(cumulative_sql.count_by_group(renderer, serving)) if serving else {}
-        deltas = [p.group + d for p in plans if p.group + p.chain not in serving for d in p.deltas]
-        if deltas:
-            changed.update(by_group(renderer.keys_by_group(str(loaded.tables.delta), deltas)))
+        deltas = [p.group + d for p in plans for d in p.deltas]
+        changed = by_group(renderer.keys_by_group(str(loaded.tables.delta), deltas))
         anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
         rows = (
             by_group(renderer.count_by_group(str(loaded.tables.snapshot), anchors))

@@ -14,7 +14,9 @@ from dbt.adapters.chaintable.planner import ChainState, ReadPlan, Values
 @dataclass(frozen=True)
 class Counts:
     """What the ratio trigger weighs for a group's newest day: the keys changed since its
-    anchor (the rows of its cumulative delta, tombstones included) and the anchor's rows."""
+    anchor, i.e. the distinct primary keys with a row in any delta after the anchor up to the
+    day (whatever the merge made of them: a late row that loses to the anchor, a delete), and
+    the anchor's rows. The same with the cumulative delta on or off."""
 
     changed_keys: int
     anchor_rows: int

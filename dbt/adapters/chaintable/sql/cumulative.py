@@ -191,12 +191,6 @@ def select(r: Renderer, parts: Mapping[Values, str]) -> str:
     return f"SELECT {cols_sql(r.columns)} FROM {r.cumulative} WHERE {_where(r, parts)}"
 
 
-def count_by_group(r: Renderer, parts: Mapping[Values, str]) -> str:
-    """Rows per group of C partitions `parts`: the keys changed since each day's anchor,
-    tombstones included."""
-    return r.per_group(f"{r.cumulative} WHERE {_where(r, parts)}")
-
-
 def read(r: Renderer, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> list[str]:
     """The full state of one day for the groups of `plans`, all served (`serving`), as the
     SELECTs of a UNION ALL."""
