@@ -3,12 +3,14 @@ parsed once per run into an immutable value (ModelSettings) that the rest of the
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dbt.adapters.spark.impl import SparkConfig
 
+from dbt.adapters.chaintable import safety
 from dbt.adapters.chaintable.options import (
     BRANCHES,
     ChainConfigError,
@@ -44,6 +46,7 @@ class ChainTableConfig(SparkConfig):
     chain_partition: dict[str, Any] | str | None = None
     cumulative_delta: bool | None = None
     chain_compaction: dict[str, Any] | None = None
+    chain_lock_lease: str | None = None
     tblproperties: dict[str, str] | None = None
 
 
@@ -62,6 +65,7 @@ class ModelSettings:
     clustered_by: tuple[str, ...] = ()
     buckets: int | None = None
     tblproperties: Mapping[str, str] = field(default_factory=dict)
+    lock_lease: dt.timedelta = safety.DEFAULT_LEASE
 
     @classmethod
     def from_config(cls, model: str, config: Mapping[str, Any]) -> ModelSettings:
@@ -93,6 +97,7 @@ class ModelSettings:
             clustered_by=(clustered,) if isinstance(clustered, str) else tuple(clustered),
             buckets=config.get("buckets"),
             tblproperties=tblproperties,
+            lock_lease=safety.lease_of(model, config.get("chain_lock_lease")),
         )
 
     @property

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
@@ -21,6 +21,7 @@ from dbt.adapters.chaintable.catalog import (
     name_of,
     schema_of,
 )
+from dbt.adapters.chaintable.lease import Heartbeat
 from dbt.adapters.chaintable.planner import (
     ChainPlanError,
     Values,
@@ -50,23 +51,33 @@ class Publisher:
         # {lock view: its record of the snapshot partitions the run's delta write invalidates},
         # from before the publish until they are dropped (safety.P_INVALIDATES)
         self._invalidations: dict[str, dict[str, str]] = {}
+        # {lock view: the thread renewing its lease} while this process holds it
+        self._heartbeats: dict[str, Heartbeat] = {}
 
     # ---- the lock -----------------------------------------------------------------------------
     @contextmanager
     def locked(
-        self, tables: ChainTables, operation: str, stage: Mapping[str, str] | None = None
+        self,
+        tables: ChainTables,
+        operation: str,
+        stage: Mapping[str, str] | None = None,
+        lease: dt.timedelta = safety.DEFAULT_LEASE,
     ) -> Iterator[frozenset[str] | None]:
         """Hold the chain's lock for `operation`. Yields the lower-case names of the chain's
         tables (`t__*`) as the recovery listed them under the lock, so the holder need not list
         them again; None when this invocation already held the lock. `stage`: what the lock
         records of a run's bare stage directory (safety.P_STAGE_RUN, P_TARGET, P_PARTITION),
-        so that whoever recovers after a crash finds it."""
+        so that whoever recovers after a crash finds it. `lease`: how long the lock stays
+        valid after each renewal of its heartbeat, which a thread does while the holder works
+        (lease.py)."""
         key, me = str(tables.lock), safety.Owner.me()
         if self._held.get(key) == me.invocation:
             yield None
             return
-        broken = self._acquire(tables, operation, me, stage or {})
+        broken = self._acquire(tables, operation, me, {**(stage or {}), **safety.heartbeat(lease)})
         self._held[key] = me.invocation
+        self._heartbeats[key] = Heartbeat(self.catalog.runner, key, lease, me.text())
+        self._heartbeats[key].start()
         if broken and broken.get(safety.P_INVALIDATES):
             # on this lock until the recovery below has finished it: a failure or crash in
             # between leaves it to the next writer
@@ -91,9 +102,12 @@ class Publisher:
         self._stages[str(tables.lock)] = dict(record)
 
     def _release(self, key: str) -> dict[str, str]:
-        """Forget holding lock `key`; returns what it recorded of a bare stage directory and of
-        the snapshot partitions its run invalidates."""
+        """Forget holding lock `key` and stop renewing it; returns what it recorded of a bare
+        stage directory and of the snapshot partitions its run invalidates."""
         self._held.pop(key, None)
+        beat = self._heartbeats.pop(key, None)
+        if beat is not None:
+            beat.stop()
         return {**self._stages.pop(key, {}), **self._invalidations.pop(key, {})}
 
     def invalidating(
@@ -115,9 +129,21 @@ class Publisher:
         record = {"run": run_id, "written": specs(written), "partitions": specs(invalidated)}
         self._name(tables, {safety.P_INVALIDATES: json.dumps(record)})
 
+    def _alter_lock(self, lock: str, sql: str) -> None:
+        """A change of the held lock's properties, never beside a renewal of its heartbeat."""
+        beat = self._heartbeats.get(lock)
+        with beat.altering() if beat is not None else nullcontext():
+            self.run(sql)
+
+    def check_lease(self, lock: str) -> None:
+        """Refuse to publish when this process could not renew `lock` in time (lease.py)."""
+        beat = self._heartbeats.get(lock)
+        if beat is not None:
+            beat.check()
+
     def _name(self, tables: ChainTables, record: Mapping[str, str]) -> None:
         lock = str(tables.lock)
-        self.run(S.set_view_properties(lock, record))
+        self._alter_lock(lock, S.set_view_properties(lock, record))
         self._invalidations[lock] = dict(record)
 
     def invalidated(self, tables: ChainTables) -> None:
@@ -125,7 +151,7 @@ class Publisher:
         the run may write those snapshot partitions again)."""
         lock = str(tables.lock)
         if self._invalidations.pop(lock, None):
-            self.run(S.unset_view_properties(lock, [safety.P_INVALIDATES]))
+            self._alter_lock(lock, S.unset_view_properties(lock, [safety.P_INVALIDATES]))
 
     def _acquire(
         self, tables: ChainTables, operation: str, me: safety.Owner, stage: Mapping[str, str]
@@ -381,6 +407,7 @@ class Publisher:
         are deleted afterwards."""
         cat, have = self.catalog, set(existing)
         known = dict(directories or {})
+        self.check_lease(str(ChainTables.of_branch(target).lock))
         replaced = {
             format_partition(partition_by, part): cat.partition_location(target, partition_by, part)
             for part in parts
@@ -390,7 +417,7 @@ class Publisher:
             record = {safety.P_REPLACES: json.dumps(replaced)}
             if source is None:  # the lock names the run's bare stage directory: it records them
                 lock = str(ChainTables.of_branch(target).lock)
-                self.run(S.set_view_properties(lock, record))
+                self._alter_lock(lock, S.set_view_properties(lock, record))
                 self._stages.setdefault(lock, {}).update(record)
             else:
                 cat.set_properties(source, record)

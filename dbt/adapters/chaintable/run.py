@@ -259,7 +259,9 @@ class RunFlow:
             if single is not None
             else None
         )
-        with self.publisher.locked(run.tables, f"run of model '{run.model}'", bare) as names:
+        operation = f"run of model '{run.model}'"
+        lease = run.settings.lock_lease
+        with self.publisher.locked(run.tables, operation, bare, lease) as names:
             stored = self._stored_properties(run)
             stage = self._stage(run, compiled_code, run_id, single, bare)
             safety.failpoint("run.staged")

@@ -35,6 +35,20 @@ class Runner:
             method == "session" and bool(os.environ.get("SPARK_REMOTE"))
         )
 
+    @contextmanager
+    def own_connection(self, name: str) -> Iterator[None]:
+        """Statements of the calling thread (not dbt's) through a connection of its own, closed
+        and forgotten at the end: dbt keys connections by thread."""
+        manager = self._connections()
+        manager.set_connection_name(name)
+        try:
+            yield
+        finally:
+            try:
+                manager.release()
+            finally:
+                manager.clear_thread_connection()
+
     def run(self, sql: str | None) -> None:
         """Run a statement; None (nothing to do, e.g. no partitions to drop) runs nothing."""
         if sql:

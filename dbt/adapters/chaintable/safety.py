@@ -12,9 +12,15 @@ table (dropping a managed table's partition deletes its directory); a crash can 
 behind, never a referenced file deleted.
 
 Locking. One writer per chain table: a view `t__chain_lock` created with CREATE VIEW (the
-metastore refuses a second one) carries the owner in its properties. A lock whose owner is gone
-(same host and the process has exited, or an earlier invocation of this process, or older than
-the lock timeout) is broken by the next writer, which first cleans what the crashed run left.
+metastore refuses a second one) carries the owner in its properties, and a lease: the holder
+renews a heartbeat on it (UTC) every quarter of the lease while it works, however long it runs.
+A lock whose heartbeat is older than its lease, from any host, is broken by the next writer,
+which first cleans what the crashed run left; so is one whose owner is known gone (same host and
+the process has exited, or an earlier invocation of this process). A lock without a heartbeat
+(taken by an earlier version) keeps the old rule: broken once older than the lock timeout.
+Clocks: the heartbeat is written by the holder's clock and judged by the waiter's, so a waiter's
+clock ahead by X sees it X older; a live holder renewed it at most a quarter lease ago, so hosts
+whose clocks differ by less than half the lease (seconds, under NTP) never break a live lock.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.chaintable.expire import ExpirationConfigError, parse_duration
+from dbt.adapters.chaintable.options import ChainConfigError
 
 P_OWNER = "chaintable.lock.owner"
 P_SINCE = "chaintable.lock.since"
@@ -51,6 +60,34 @@ BY_NAME_FORMATS = frozenset({"parquet", "orc"})
 VERSIONS_DIR = "_chain_v"
 DEFAULT_LOCK_TIMEOUT = dt.timedelta(hours=12)
 TS = "%Y-%m-%d %H:%M:%S"
+P_HEARTBEAT = "chaintable.lock.heartbeat"  # UTC time of the holder's last renewal (TS)
+P_LEASE = "chaintable.lock.lease"  # seconds a heartbeat stays valid, the holder's choice
+DEFAULT_LEASE = dt.timedelta(minutes=5)
+# below this a renewal (one metastore statement every quarter lease) under load, or a clock
+# difference of a few seconds, could let a live holder's lock be broken
+MIN_LEASE = dt.timedelta(seconds=10)
+HEARTBEATS_PER_LEASE = 4
+HOST_ENV = "CHAINTABLE_LOCK_HOST"  # the host name the lock records (default: this host's)
+
+
+def lease_of(model: str, raw: object) -> dt.timedelta:
+    """Model config `chain_lock_lease` ('5 min', '90 s'; None: the default), refused when too
+    short to be safe."""
+    if raw is None or str(raw).strip() == "":
+        return DEFAULT_LEASE
+    try:
+        lease = parse_duration(str(raw).strip())
+    except ExpirationConfigError as e:
+        raise ChainConfigError(
+            f"chain_incremental model '{model}': chain_lock_lease: {e}"
+        ) from None
+    if lease < MIN_LEASE:
+        raise ChainConfigError(
+            f"chain_incremental model '{model}': chain_lock_lease '{raw}' is shorter than "
+            f"{int(MIN_LEASE.total_seconds())} s: a live writer's lock could be broken by "
+            "another writer; give a lease of minutes (default 5 min)"
+        )
+    return lease
 
 
 class SimulatedCrash(Exception):
@@ -129,7 +166,7 @@ class Owner:
             invocation = get_invocation_id()
         except Exception:  # pragma: no cover - outside dbt
             invocation = ""
-        return cls(socket.gethostname(), os.getpid(), invocation)
+        return cls(os.environ.get(HOST_ENV) or socket.gethostname(), os.getpid(), invocation)
 
 
 def _alive(pid: int) -> bool:
@@ -148,8 +185,10 @@ def lock_is_stale(
     now: dt.datetime,
     timeout: dt.timedelta = DEFAULT_LOCK_TIMEOUT,
     alive: Callable[[int], bool] = _alive,
+    utc_now: dt.datetime | None = None,
 ) -> str | None:
-    """Why the lock described by `props` may be broken, or None while its owner may be working."""
+    """Why the lock described by `props` may be broken, or None while its owner may be working.
+    `now`: local time (the lock's start is local), `utc_now`: UTC (its heartbeat is)."""
     owner = Owner.parse(props.get(P_OWNER, ""))
     if owner is None:
         return "the lock has no readable owner"
@@ -158,6 +197,13 @@ def lock_is_stale(
             return f"it was taken by an earlier dbt invocation ({owner.invocation}) of this process"
         if owner.pid != me.pid and not alive(owner.pid):
             return f"process {owner.pid} on {owner.host} has exited"
+    if P_HEARTBEAT in props:
+        age, lease = heartbeat_age(props, utc_now or utcnow())
+        if age is None or lease is None:
+            return "the lock has no readable heartbeat or lease"
+        if age > lease:
+            return f"its heartbeat stopped {int(age.total_seconds())} s ago (lease {lease})"
+        return None  # a live holder keeps its lock, however long it runs
     try:
         since = dt.datetime.strptime(props.get(P_SINCE, ""), TS)
     except ValueError:
@@ -167,9 +213,38 @@ def lock_is_stale(
     return None
 
 
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
+
+
+def heartbeat_age(
+    props: Mapping[str, str], utc_now: dt.datetime
+) -> tuple[dt.timedelta | None, dt.timedelta | None]:
+    """(how old the lock's heartbeat is, its lease), None where unreadable."""
+    try:
+        beat = dt.datetime.strptime(props.get(P_HEARTBEAT, ""), TS)
+    except ValueError:
+        beat = None
+    raw = props.get(P_LEASE, "")
+    lease = dt.timedelta(seconds=int(raw)) if raw.isdigit() else None
+    return (utc_now - beat if beat else None), lease
+
+
+def heartbeat(lease: dt.timedelta, utc_now: dt.datetime | None = None) -> dict[str, str]:
+    """The lock properties a holder writes when it takes the lock and at each renewal."""
+    return {
+        P_HEARTBEAT: (utc_now or utcnow()).strftime(TS),
+        P_LEASE: str(int(lease.total_seconds())),
+    }
+
+
 def lock_holder_text(props: Mapping[str, str]) -> str:
     owner = Owner.parse(props.get(P_OWNER, ""))
     who = f"process {owner.pid} on {owner.host}" if owner else "an unknown process"
-    return (
+    text = (
         f"{props.get(P_OPERATION, 'an operation')} by {who} since {props.get(P_SINCE, '(unknown)')}"
     )
+    age, lease = heartbeat_age(props, utcnow())
+    if age is not None and lease is not None:
+        text += f" (heartbeat {max(int(age.total_seconds()), 0)} s ago, lease {lease})"
+    return text

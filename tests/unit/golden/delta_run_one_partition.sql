@@ -1,6 +1,6 @@
 SHOW TABLES IN s LIKE 't__snapshot|t__delta'
 ;
-CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.operation' = 'run of model \'t\'', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>', 'chaintable.stage.partition' = '{"region": "US", "dt": "20250105"}', 'chaintable.stage.run' = 'RUN0001', 'chaintable.stage.target' = 's.t__delta') AS SELECT 1 AS locked
+CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.heartbeat' = '<now>', 'chaintable.lock.lease' = '300', 'chaintable.lock.operation' = 'run of model \'t\'', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>', 'chaintable.stage.partition' = '{"region": "US", "dt": "20250105"}', 'chaintable.stage.run' = 'RUN0001', 'chaintable.stage.target' = 's.t__delta') AS SELECT 1 AS locked
 ;
 SHOW TABLES IN s LIKE 't__*'
 ;

@@ -1,4 +1,4 @@
-CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.operation' = 'expire_chain', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>') AS SELECT 1 AS locked
+CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.heartbeat' = '<now>', 'chaintable.lock.lease' = '300', 'chaintable.lock.operation' = 'expire_chain', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>') AS SELECT 1 AS locked
 ;
 SHOW TABLES IN s LIKE 't__*'
 ;
