@@ -229,8 +229,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests of the Thrift Server run in one worker (scripts/test.sh: --dist loadgroup), which
     starts it once; the others go to whichever worker is free."""
     for item in items:
-        if "thrift_server" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("thrift_server"))
+        for server in ("thrift_server", "metastore"):
+            if server in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(server))
 
 
 @pytest.fixture(scope="session")
@@ -242,3 +243,21 @@ def thrift_server(tmp_path_factory):
     yield server
     server.stop()
     assert not server.alive()
+
+
+@pytest.fixture(scope="session")
+def metastore(tmp_path_factory):
+    """One Hive metastore service on PostgreSQL per test process, for the files that use it."""
+    import shutil
+    import tempfile
+
+    import servers
+
+    # not below pytest's basetemp (mode 0700): PostgreSQL runs as the postgres user
+    state = Path(tempfile.mkdtemp(prefix="chaintable-metastore-"))
+    state.chmod(0o755)
+    server = servers.start_metastore(state)
+    yield server
+    server.stop()
+    assert not server.alive()
+    shutil.rmtree(state, ignore_errors=True)

@@ -315,3 +315,70 @@ def start_standalone(
         "worker registration",
     )
     return server
+
+
+@dataclass
+class Metastore:
+    """A Hive metastore service on a private PostgreSQL, started by scripts/spark-local.sh."""
+
+    state_dir: Path
+    port: int
+    pg_port: int
+    startup_seconds: float = 0.0
+    stopped: bool = False
+
+    @property
+    def uris(self) -> str:
+        return f"thrift://{HOST}:{self.port}"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.state_dir / "metastore" / "warehouse"
+
+    def session_params(self) -> dict[str, str]:
+        """What a session-mode dbt profile (server_side_parameters) sets to use it."""
+        return {
+            "spark.hadoop.hive.metastore.uris": self.uris,
+            "spark.sql.warehouse.dir": str(self.warehouse),
+            "spark.master": "local[1]",
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            # a session reads a table's metadata again after 3 s (README: running on a cluster)
+            "spark.sql.metadataCacheTTLSeconds": "3",
+        }
+
+    def _script(self, *args: str) -> subprocess.CompletedProcess:
+        env = {
+            **os.environ,
+            "CHAINTABLE_SPARK_STATE": str(self.state_dir),
+            "METASTORE_PORT": str(self.port),
+            "PG_PORT": str(self.pg_port),
+        }
+        script = Path(__file__).resolve().parents[2] / "scripts" / "spark-local.sh"
+        return subprocess.run(
+            ["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=600
+        )
+
+    def stop(self) -> None:
+        atexit.unregister(self.stop)
+        if not self.stopped:
+            out = self._script("stop", "metastore")
+            assert out.returncode == 0, out.stdout + out.stderr
+            self.stopped = True
+
+    def alive(self) -> bool:
+        return port_open(self.port) and port_open(self.pg_port)
+
+
+def start_metastore(state_dir: Path) -> Metastore:
+    state_dir = Path(state_dir).resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    server = Metastore(state_dir, free_port(), free_port())
+    started = time.monotonic()
+    atexit.register(server.stop)
+    out = server._script("start", "metastore")
+    if out.returncode != 0:
+        server.stop()
+        raise RuntimeError(f"metastore did not start:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    server.startup_seconds = time.monotonic() - started
+    return server

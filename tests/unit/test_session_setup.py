@@ -93,3 +93,13 @@ def test_no_lines_without_a_quiet_jvm(monkeypatch):
     monkeypatch.setattr(spark_log._State, "log_file", None)
     assert spark_log.offset() == 0
     assert spark_log.failure_lines(0) == []
+
+
+def test_a_session_on_a_shared_catalog_gives_other_readers_the_grace():
+    from dbt.adapters.chaintable.runner import shared_catalog
+
+    assert shared_catalog({"spark.hadoop.hive.metastore.uris": "thrift://127.0.0.1:9083"})
+    url = "spark.hadoop.javax.jdo.option.ConnectionURL"
+    assert shared_catalog({url: "jdbc:postgresql://127.0.0.1:5433/metastore"})
+    assert not shared_catalog({url: "jdbc:derby:;databaseName=/x/metastore_db;create=true"})
+    assert not shared_catalog({})

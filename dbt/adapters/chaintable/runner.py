@@ -28,12 +28,17 @@ class Runner:
 
     def shared_server(self) -> bool:
         """Whether other sessions may read the chain while this one writes: a server (thrift,
-        http, odbc) or Spark Connect; not an embedded session."""
+        http, odbc), Spark Connect, or a session on a shared catalog (a metastore service or a
+        metastore database other than embedded Derby, which other drivers use too); not an
+        embedded session on its own Derby."""
         creds = getattr(getattr(self._connections(), "profile", None), "credentials", None)
         method = str(getattr(creds, "method", ""))
-        return method in ("thrift", "http", "odbc") or (
-            method == "session" and bool(os.environ.get("SPARK_REMOTE"))
-        )
+        if method in ("thrift", "http", "odbc"):
+            return True
+        if method != "session":
+            return False
+        params = getattr(creds, "server_side_parameters", None) or {}
+        return bool(os.environ.get("SPARK_REMOTE")) or shared_catalog(params)
 
     @contextmanager
     def own_connection(self, name: str) -> Iterator[None]:
@@ -54,6 +59,14 @@ class Runner:
         if sql:
             with _as_dbt_error():
                 self._connections().add_query(sql, auto_begin=False)
+
+
+def shared_catalog(params: dict[str, str]) -> bool:
+    """Whether a session's Spark settings point it at a catalog other drivers share: a Hive
+    metastore service, or a metastore database that is not embedded Derby."""
+    uris = str(params.get("spark.hadoop.hive.metastore.uris") or "").strip()
+    url = str(params.get("spark.hadoop.javax.jdo.option.ConnectionURL") or "").strip()
+    return bool(uris) or bool(url and not url.startswith("jdbc:derby:"))
 
 
 @contextmanager
