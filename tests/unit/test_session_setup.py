@@ -103,3 +103,30 @@ def test_a_session_on_a_shared_catalog_gives_other_readers_the_grace():
     assert shared_catalog({url: "jdbc:postgresql://127.0.0.1:5433/metastore"})
     assert not shared_catalog({url: "jdbc:derby:;databaseName=/x/metastore_db;create=true"})
     assert not shared_catalog({})
+
+
+def test_an_unreachable_metastore_service_fails_fast_naming_the_setting():
+    import socket
+
+    from dbt_common.exceptions import DbtRuntimeError
+
+    from dbt.adapters.chaintable.connections import check_metastore
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key = "spark.hadoop.hive.metastore.uris"
+    with pytest.raises(DbtRuntimeError) as e:
+        check_metastore({key: f"thrift://127.0.0.1:{port}"}, timeout=1)
+    assert f"no Hive metastore service answers at thrift://127.0.0.1:{port} (" in str(e.value)
+    assert "spark.hadoop.hive.metastore.uris in the profile's server_side_parameters" in str(
+        e.value
+    )
+    with pytest.raises(DbtRuntimeError, match="is not thrift://host:port"):
+        check_metastore({key: "127.0.0.1:9083"})
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        ok = server.getsockname()[1]
+        check_metastore({key: f"thrift://127.0.0.1:{port},thrift://127.0.0.1:{ok}"}, timeout=1)
+    check_metastore({})

@@ -3,12 +3,14 @@
 Only the adapter type differs, so that profiles say `type: chaintable`.
 """
 
+import socket
 import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from dbt.adapters.contracts.connection import Connection
 from dbt.adapters.events.logging import AdapterLogger
@@ -17,6 +19,7 @@ from dbt.adapters.spark.connections import (
     SparkConnectionMethod,
     SparkCredentials,
 )
+from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable import spark_log
 
@@ -80,6 +83,7 @@ class ChainTableConnectionManager(SparkConnectionManager):
     def open(cls, connection: Connection) -> Connection:
         creds = connection.credentials
         if creds.method == SparkConnectionMethod.SESSION:
+            check_metastore(creds.server_side_parameters or {})
             # the JVM starts here, quietly, if the early start did not (or failed: here it says
             # why); its cost is logged apart from the first statement's
             waited = time.monotonic()
@@ -108,3 +112,32 @@ class ChainTableConnectionManager(SparkConnectionManager):
                     f"(all of it: {spark_log.log_file()}):\n  " + "\n  ".join(lines)
                 )
             raise
+
+
+METASTORE_URIS = "spark.hadoop.hive.metastore.uris"
+
+
+def check_metastore(params: dict[str, Any], timeout: float = 3.0) -> None:
+    """Fail fast, naming the setting, when none of the profile's metastore services answers: the
+    Hive client would retry for long and then fail the first statement under a stack trace."""
+    raw = str(params.get(METASTORE_URIS) or "").strip()
+    if not raw:
+        return
+    tried = []
+    for uri in (u.strip() for u in raw.split(",") if u.strip()):
+        parts = urlsplit(uri)
+        if parts.scheme != "thrift" or not parts.hostname or not parts.port:
+            raise DbtRuntimeError(
+                f"{METASTORE_URIS} '{uri}' in the profile's server_side_parameters is not "
+                "thrift://host:port"
+            )
+        try:
+            with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
+                return
+        except OSError as e:
+            tried.append(f"{uri} ({e.strerror or e})")
+    raise DbtRuntimeError(
+        f"no Hive metastore service answers at {', '.join(tried)} ({METASTORE_URIS} in the "
+        "profile's server_side_parameters): start it (locally: scripts/spark-local.sh start "
+        "metastore) or correct the address; nothing was run"
+    )
