@@ -178,3 +178,55 @@ def test_drivers_on_one_metastore_write_one_chain_in_turn_and_readers_never_fail
     # the final state: D1 expired, D2 the loser's rerun
     assert seen[D2] >= {answer(spark, state(KEYS, {D2: loser}))}
     assert (0, 0) in seen[D1]
+
+
+def test_a_writer_sigkilled_on_another_host_is_taken_over_after_its_lease(
+    metastore, spark, tmp_path, monkeypatch
+):
+    """A real crash on the shared catalog: a dbt process on host pod-a SIGKILLed after its
+    partitions were switched; a process on pod-b is refused while the lease (30 s) runs,
+    then breaks the lock, recovers, and its rerun of the day converges."""
+    from test_threads import READ_SCRIPT
+
+    from dbt.adapters.chaintable.safety import HOST_ENV
+
+    schema = "mk_" + uuid.uuid4().hex[:8]
+    dbt = Dbt(tmp_path / "proj", metastore, schema)
+    monkeypatch.setenv(HOST_ENV, "pod-b")
+    dbt.run("run", "-s", "t", dt=D1)
+    monkeypatch.setenv(HOST_ENV, "pod-a")
+    crashed = dbt.start("run", "-s", "t", failpoint="publish.done:kill", dt=D2, tag="k")
+    out = crashed.communicate(timeout=600)[0]
+    died = time.monotonic()
+    assert crashed.returncode == -9, out[-3000:]
+    monkeypatch.setenv(HOST_ENV, "pod-b")  # the pod comes back under another name
+    refused = dbt.start("run", "-s", "t", dt=D2, tag="r")
+    out = refused.communicate(timeout=600)[0]
+    assert refused.returncode == 1, out[-3000:]
+    assert "is locked: run of model 't' by process" in out and "on pod-a since" in out
+    assert "lease 0:00:30)" in out
+    time.sleep(max(0.0, 31 - (time.monotonic() - died)))
+    out = dbt.run("run", "-s", "t", dt=D2, tag="r")
+    taken = time.monotonic() - died
+    assert "breaking the lock of run of model 't' by process" in out
+    assert "its heartbeat stopped" in out
+    print(f"lease takeover: {taken:.1f} s after the kill (lease 30 s, one dbt process)")
+    script = tmp_path / "read.py"
+    script.write_text(READ_SCRIPT)
+    qs = {
+        d: f"select count(*), coalesce(sum(xxhash64(id, v) % 1000000007), 0) from {schema}.t "
+        f"where dt = '{d}'"
+        for d in (D1, D2)
+    }
+    read = subprocess.run(
+        [sys.executable, str(script), json.dumps(metastore.session_params()), json.dumps(qs)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    line = next(x for x in read.stdout.splitlines() if x.startswith("RESULT "))
+    got = {d: tuple(rows[0]) for d, rows in json.loads(line[len("RESULT ") :]).items()}
+    assert got == {
+        D1: answer(spark, state({D1: KEYS[D1]}, {})),
+        D2: answer(spark, state(KEYS, {D2: "r"})),
+    }

@@ -1,13 +1,21 @@
-"""`dbt run --threads 4` over eight chain models and models downstream of them, in one session
+"""`dbt run --threads 4` over eight chain models and models downstream of them
 (docs/design.md#crash-safety-and-locking): every chain takes its own lock and renews it from its
 own thread, the downstream models wait for theirs, and every day of every model equals the same
-days run with `--threads 1` into another schema."""
+days run with `--threads 1` into another schema. In one session (embedded Derby), on a Thrift
+Server, and in dbt processes on a Hive metastore service."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import textwrap
+import uuid
+from collections.abc import Callable
+from pathlib import Path
 
-SOURCE = "{{ target.schema }}.changes"  # the profile's schema; the models go to <schema>_<sfx>
+SOURCE = "{{ ref('changes') }}"  # built by each run's own dbt, in its schema
 CHAIN = """
 {{{{ config(materialized='chain_incremental', partition_by={partition_by},
           primary_key={primary_key}, chain_partition={{'dt': var('dt')}}, {extra}) }}}}
@@ -68,72 +76,169 @@ ROWS = (
 )
 
 
-def columns(partition_by: str) -> str:
-    return "id, v, n, seq, op, region, dt"
+COLUMNS = "id, v, n, seq, op, region, dt"
 
 
-def contents(p, schema: str) -> dict[str, list[tuple]]:
-    out = {}
-    for model in [*CHAINS, *DOWNSTREAM]:
-        out[model] = sorted(
-            (tuple(r) for r in p.spark.sql(f"select * from {schema}.{model}").collect()), key=repr
+PROJECT = """
+name: chain_test
+version: '1.0'
+config-version: 2
+profile: chain_test
+model-paths: [models]
+macro-paths: [macros]
+models:
+  chain_test:
+    +schema: "{{ var('sfx') }}"
+"""
+
+
+def write_project(root: Path) -> None:
+    """The project: the source `changes` (a table model), the chains, the downstream models;
+    every model goes to the schema `<profile schema>_<var sfx>`."""
+    (root / "models").mkdir(parents=True, exist_ok=True)
+    (root / "dbt_project.yml").write_text(PROJECT)
+    values = ", ".join(
+        "(" + ", ".join(repr(v) if isinstance(v, str) else str(v) for v in row) + ")"
+        for row in ROWS
+    )
+    (root / "models" / "changes.sql").write_text(
+        "{{ config(materialized='table') }}\nselect * from values "
+        + values
+        + " as s(id, v, n, seq, op, region, dt)\n"
+    )
+    for name, (partition_by, key, extra) in CHAINS.items():
+        sql = CHAIN.format(
+            partition_by=partition_by, primary_key=key, extra=extra, cols=COLUMNS, source=SOURCE
         )
+        (root / "models" / f"{name}.sql").write_text(textwrap.dedent(sql))
+    for name, sql in DOWNSTREAM.items():
+        (root / "models" / f"{name}.sql").write_text(sql)
+
+
+def queries(schema: str) -> dict[str, str]:
+    """What is compared: every model's rows and both branches' partitions."""
+    out = {model: f"select * from {schema}.{model}" for model in [*CHAINS, *DOWNSTREAM]}
     for model in CHAINS:
         for branch in ("snapshot", "delta"):
-            out[f"{model}__{branch}"] = sorted(
-                r[0] for r in p.spark.sql(f"SHOW PARTITIONS {schema}.{model}__{branch}").collect()
-            )
+            out[f"{model}__{branch}"] = f"SHOW PARTITIONS {schema}.{model}__{branch}"
     return out
 
 
-def test_threads_4_over_eight_chains_equal_threads_1(project):
+def normalized(results: dict[str, list]) -> dict[str, list]:
+    return {k: sorted((tuple(r) for r in rows), key=repr) for k, rows in results.items()}
+
+
+def run_and_compare(
+    run: Callable[[int, str], None], read: Callable[[dict[str, str]], dict], schema: str, days
+) -> dict:
+    """Each day with --threads 4 into `<schema>_t4`, then --threads 1 into `<schema>_t1`; after
+    each day both schemas read the same. Returns the last contents."""
+    for day in days:
+        for threads in (4, 1):
+            run(threads, day)
+        got = read({f"t4:{k}": q for k, q in queries(f"{schema}_t4").items()})
+        got |= read({f"t1:{k}": q for k, q in queries(f"{schema}_t1").items()})
+        got = normalized(got)
+        four = {k[3:]: v for k, v in got.items() if k.startswith("t4:")}
+        one = {k[3:]: v for k, v in got.items() if k.startswith("t1:")}
+        assert four == one, day
+    # the policies compacted, the downstream models hold every day
+    assert four["c_dedup__snapshot"] == [
+        (f"region={r}/dt={d}",) for r in ("CN", "US") for d in DAYS[: len(days) : 2]
+    ]
+    # compacted daily, and every day before the last expired (all are 400 days old)
+    assert four["c_expiring__snapshot"] == [(f"region={r}/dt={days[-1]}",) for r in ("CN", "US")]
+    assert sorted({r[-1] for r in four["d_counts"]}) == list(days)
+    assert {r[-1] for r in four["d_read"]} == {days[-1]}
+    return four
+
+
+def test_threads_4_over_eight_chains_equal_threads_1_in_a_session(project):
     p = project
-    p.table(
-        "changes", "id int, v string, n int, seq int, op string, region string, dt string", ROWS
-    )
-    # each run's models go to the schema of its var (`<schema>_t4`, `<schema>_t1`)
-    p.file(
-        "dbt_project.yml",
-        textwrap.dedent("""
-        name: chain_test
-        version: '1.0'
-        config-version: 2
-        profile: chain_test
-        model-paths: [models]
-        macro-paths: [macros]
-        models:
-          chain_test:
-            +schema: "{{ var('sfx') }}"
-        """),
-    )
-    for name, (partition_by, key, extra) in CHAINS.items():
-        p.model(
-            name,
-            CHAIN.format(
-                partition_by=partition_by,
-                primary_key=key,
-                extra=extra,
-                cols=columns(partition_by),
-                source=SOURCE,
-            ),
-        )
-    for name, sql in DOWNSTREAM.items():
-        p.model(name, sql)
-    schemas = {threads: f"{p.schema}_t{threads}" for threads in (4, 1)}
+    write_project(p.root)
+
+    def run(threads: int, day: str) -> None:
+        p.dbt("run", "--threads", str(threads), vars={"dt": day, "sfx": f"t{threads}"})
+
+    def read(qs: dict[str, str]) -> dict:
+        return {k: [tuple(r) for r in p.spark.sql(q).collect()] for k, q in qs.items()}
+
     try:
-        for day in DAYS:
-            for threads in schemas:
-                p.dbt("run", "--threads", str(threads), vars={"dt": day, "sfx": f"t{threads}"})
-            assert contents(p, schemas[4]) == contents(p, schemas[1]), day
-        got = contents(p, schemas[4])
-        # the policies compacted, the downstream models hold every day
-        assert got["c_dedup__snapshot"] == [
-            f"region={r}/dt={d}" for r in ("CN", "US") for d in DAYS[::2]
-        ]
-        # compacted daily, and every day before the last expired (all are 400 days old)
-        assert got["c_expiring__snapshot"] == [f"region={r}/dt={DAYS[-1]}" for r in ("CN", "US")]
-        assert sorted({r[-1] for r in got["d_counts"]}) == DAYS
-        assert {r[-1] for r in got["d_read"]} == {DAYS[-1]}
+        run_and_compare(run, read, p.schema, DAYS)
     finally:
-        for schema in schemas.values():
-            p.spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
+        for t in (4, 1):
+            p.spark.sql(f"DROP DATABASE IF EXISTS {p.schema}_t{t} CASCADE")
+
+
+def test_threads_4_equal_threads_1_on_a_thrift_server(thrift_server, tmp_path):
+    from test_cluster import ThriftProject
+
+    schema = "th_" + uuid.uuid4().hex[:8]
+    p = ThriftProject(tmp_path / "proj", thrift_server, schema)
+    write_project(p.root)
+
+    def run(threads: int, day: str) -> None:
+        p.dbt("run", "--threads", str(threads), vars={"dt": day, "sfx": f"t{threads}"})
+
+    try:
+        run_and_compare(run, lambda qs: {k: p.sql(q) for k, q in qs.items()}, schema, DAYS[:3])
+    finally:
+        for t in (4, 1):
+            p.sql(f"DROP DATABASE IF EXISTS {schema}_t{t} CASCADE")
+
+
+READ_SCRIPT = """
+import json, sys
+from pyspark.sql import SparkSession
+params, qs = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+builder = SparkSession.builder.enableHiveSupport()
+for k, v in params.items():
+    builder = builder.config(k, v)
+spark = builder.getOrCreate()
+print("RESULT " + json.dumps({k: [list(r) for r in spark.sql(q).collect()] for k, q in qs.items()}))
+"""
+
+
+def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(metastore, tmp_path):
+    schema = "mt_" + uuid.uuid4().hex[:8]
+    root = tmp_path / "proj"
+    write_project(root)
+    output = {
+        "type": "chaintable",
+        "method": "session",
+        "host": "localhost",
+        "schema": schema,
+        "server_side_parameters": metastore.session_params(),
+    }
+    (root / "profiles.yml").write_text(
+        json.dumps({"chain_test": {"target": "t", "outputs": {"t": output}}})
+    )
+    dbt = str(Path(sys.executable).parent / "dbt")
+    env = {k: v for k, v in os.environ.items() if k != "CHAINTABLE_FAILPOINT"}
+
+    def run(threads: int, day: str) -> None:
+        argv = [dbt, "run", "--threads", str(threads), "--project-dir", str(root)]
+        argv += [
+            "--profiles-dir",
+            str(root),
+            "--vars",
+            json.dumps({"dt": day, "sfx": f"t{threads}"}),
+        ]
+        out = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, out.stdout[-4000:]
+
+    def read(qs: dict[str, str]) -> dict:
+        script = tmp_path / "read.py"
+        script.write_text(READ_SCRIPT)
+        params = json.dumps(metastore.session_params())
+        out = subprocess.run(
+            [sys.executable, str(script), params, json.dumps(qs)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
+        return json.loads(line[len("RESULT ") :])
+
+    run_and_compare(run, read, schema, DAYS[:3])
