@@ -135,6 +135,7 @@ def test_the_heartbeat_renews_the_lock_until_stopped():
         for s in runner.statements
     )
     beat.check()
+    assert beat.lost() is None
     time.sleep(0.25)
     assert len(runner.statements) == count  # stopped
 
@@ -149,10 +150,14 @@ def test_a_holder_that_cannot_renew_for_half_its_lease_stops():
     beat.stop()
 
 
-def test_a_holder_whose_lock_was_taken_over_stops():
-    beat = Heartbeat(FakeRunner("pod-c:1:x"), "s.t__chain_lock", LEASE, "pod-a:7:inv")
+def test_a_holder_whose_lock_was_taken_over_stops_and_never_alters_it():
+    runner = FakeRunner("pod-c:1:x")
+    beat = Heartbeat(runner, "s.t__chain_lock", LEASE, "pod-a:7:inv")
     beat.start()
-    time.sleep(0.15)
+    time.sleep(0.35)
+    assert not beat._thread.is_alive()  # it stopped renewing at the first read
     beat.stop()
+    assert runner.statements == []  # the new owner's lock was only read
+    assert beat.lost().startswith("the lock now belongs to pod-c:1:x")
     with pytest.raises(LeaseLostError, match="the lock now belongs to pod-c:1:x"):
         beat.check()

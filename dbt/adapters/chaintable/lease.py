@@ -52,46 +52,58 @@ class Heartbeat:
         with self.guard:
             yield
 
-    def check(self) -> None:
-        """Refuse to go on when the lease was not renewed for more than half of it: another
-        writer may take the lock once it has run out (a metastore out of reach)."""
+    def lost(self) -> str | None:
+        """Why this holder may no longer act on its lock, or None: the lock names another
+        owner, or it was not renewed for more than half the lease (a metastore out of reach:
+        another writer may take it once the lease has run out)."""
         if self._taken_by is not None:
-            raise LeaseLostError(
-                f"{self.lock}: the lock now belongs to {self._taken_by}: this writer could not "
-                f"renew it within its lease ({self.lease}) and another one took it over; "
-                "stopping before anything more is published"
+            return (
+                f"the lock now belongs to {self._taken_by}: this writer could not renew it "
+                f"within its lease ({self.lease}) and another one took it over"
             )
         silent = time.monotonic() - self._renewed
         if silent > self.lease.total_seconds() / 2:
+            return (
+                f"the lock's heartbeat could not be renewed for {int(silent)} s (lease "
+                f"{self.lease}), and another writer may take it over once the lease has run out"
+            )
+        return None
+
+    def check(self) -> None:
+        """Refuse to go on when the lock may no longer be this holder's (lost())."""
+        why = self.lost()
+        if why is not None:
             raise LeaseLostError(
-                f"{self.lock}: the lock's heartbeat could not be renewed for {int(silent)} s "
-                f"(lease {self.lease}); stopping before anything more is published, as another "
-                "writer may take the lock over once the lease has run out. Rerun when the "
-                "metastore answers again"
+                f"{self.lock}: {why}; stopping before anything more is published. Rerun when "
+                "the metastore answers again"
             )
 
     def _loop(self) -> None:
-        """Renew until stopped; the connection is opened at the first renewal (most holders
-        finish before it) and again after it failed."""
+        """Renew until stopped or taken over; the connection is opened at the first renewal
+        (most holders finish before it) and again after it failed."""
         while not self._stop.wait(self.interval):
             try:
                 with self.runner.own_connection("chaintable-heartbeat"):
                     self.beat()
-                    while not self._stop.wait(self.interval):
+                    while self._taken_by is None and not self._stop.wait(self.interval):
                         self.beat()
-            except Exception as e:  # the next renewal tries again; check() tells the holder
+            except Exception as e:  # the next renewal tries again; lost() tells the holder
                 logger.warning(f"{self.lock}: could not renew the lock's heartbeat: {e}")
+            if self._taken_by is not None:
+                return
 
     def beat(self) -> None:
-        """Renew, then read the lock back: a lock another writer broke and took (this holder
-        was out of reach for a lease) now names that writer, and this one must stop."""
+        """Read the lock, then renew it if it is still this holder's: a lock another writer
+        broke and took (this one was out of reach for a lease) names that writer, and is never
+        altered from here (an ALTER rewrites the view's whole property map)."""
         with self.guard:
             if self._stop.is_set():
                 return
-            self.runner.run(S.set_view_properties(self.lock, safety.heartbeat(self.lease)))
             rows = self.runner.fetch(S.show_properties(self.lock))
-        holder = read_back(self.lock, [(str(k), str(v)) for k, v in rows]).get(safety.P_OWNER)
-        if holder != self.owner:
-            self._taken_by = holder or "(nobody)"
-            return
+            props = read_back(self.lock, [(str(k), str(v)) for k, v in rows])
+            holder = props.get(safety.P_OWNER)
+            if holder != self.owner:
+                self._taken_by = holder or "(nobody)"
+                return
+            self.runner.run(S.set_view_properties(self.lock, safety.heartbeat(self.lease)))
         self._renewed = time.monotonic()

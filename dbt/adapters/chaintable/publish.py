@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -71,30 +72,42 @@ class Publisher:
         valid after each renewal of its heartbeat, which a thread does while the holder works
         (lease.py)."""
         key, me = str(tables.lock), safety.Owner.me()
-        if self._held.get(key) == me.invocation:
+        # one holder per dbt invocation and thread: a nested operation of the same thread (a
+        # run's automatic expiration) holds it already; another thread (--threads) does not
+        holder = f"{me.invocation}:{threading.get_ident()}"
+        if self._held.get(key) == holder:
             yield None
             return
         broken = self._acquire(tables, operation, me, {**(stage or {}), **safety.heartbeat(lease)})
-        self._held[key] = me.invocation
+        self._held[key] = holder
         self._heartbeats[key] = Heartbeat(self.catalog.runner, key, lease, me.text())
         self._heartbeats[key].start()
-        if broken and broken.get(safety.P_INVALIDATES):
-            # on this lock until the recovery below has finished it: a failure or crash in
-            # between leaves it to the next writer
-            self._name(tables, {safety.P_INVALIDATES: broken[safety.P_INVALIDATES]})
         try:
+            if broken and broken.get(safety.P_INVALIDATES):
+                # on this lock until the recovery below has finished it: a failure or crash in
+                # between leaves it to the next writer
+                self._name(tables, {safety.P_INVALIDATES: broken[safety.P_INVALIDATES]})
             yield self.recover(tables, broken)
         except safety.SimulatedCrash:
             self._release(key)
             raise
         except Exception:
+            lost = self._lost(key)
             own = self._release(key)
-            self.recover(tables, own)  # a refused or failed write leaves nothing behind
-            # (a recovery that fails keeps the lock and what it names for the next writer's)
-            self.run(S.drop_view(str(tables.lock)))
+            if lost is None:  # else the lock and what it names may be another writer's now
+                self.recover(tables, own)  # a refused or failed write leaves nothing behind
+                # (a recovery that fails keeps the lock and what it names for the next writer)
+                self.run(S.drop_view(str(tables.lock)))
             raise
+        except BaseException:  # interrupted: the lock stays for the next writer to recover
+            self._release(key)
+            raise
+        lost = self._lost(key)
         self._release(key)
-        self.run(S.drop_view(str(tables.lock)))
+        if lost is None:
+            self.run(S.drop_view(str(tables.lock)))
+        else:
+            logger.warning(f"{tables.view}: {lost}; the lock is left to the next writer")
 
     def staged(self, tables: ChainTables, record: Mapping[str, str]) -> None:
         """The run holding the lock wrote the bare stage directory its lock names (`record`:
@@ -134,6 +147,10 @@ class Publisher:
         beat = self._heartbeats.get(lock)
         with beat.altering() if beat is not None else nullcontext():
             self.run(sql)
+
+    def _lost(self, lock: str) -> str | None:
+        beat = self._heartbeats.get(lock)
+        return beat.lost() if beat is not None else None
 
     def check_lease(self, lock: str) -> None:
         """Refuse to publish when this process could not renew `lock` in time (lease.py)."""

@@ -6,7 +6,7 @@ value of any property whose key or value matches Spark's redaction patterns with
 `spark.redaction.regex` = `(?i)secret|password|token|access[.]?key` (docs/design.md#stored-state).
 A warehouse path under a schema named `ods_hourly`, a group value `token`, a primary key column
 `url` are all hit. The adapter keeps its own state and the chain options in properties, so
-beside every property that the default patterns match it writes a mirror: the key and the value
+beside every one of its own properties that the default patterns match it writes a mirror: the key and the value
 in hex (an alphabet those patterns cannot match) under `chaintable.hex.<hex key>`. Reading back
 takes the mirror wherever the plain value came back redacted, and refuses a redacted value of the
 adapter's own keys that has no mirror (a pattern beyond Spark's defaults): a redacted value is
@@ -43,10 +43,12 @@ def mirror_key(key: str) -> str:
 
 
 def stored(props: Mapping[str, str]) -> dict[str, str]:
-    """`props` as written: each property, and the mirror of each one at risk."""
+    """`props` as written: each property, and the mirror of each of the adapter's own at risk
+    (a user's own property, e.g. a password in the model's `tblproperties`, keeps Spark's
+    redaction: the adapter never reads it)."""
     out = dict(props)
     for key, value in props.items():
-        if at_risk(key, value):
+        if is_own(key) and at_risk(key, value):
             out[mirror_key(key)] = str(value).encode().hex()
     return out
 
