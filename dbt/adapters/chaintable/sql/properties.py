@@ -18,15 +18,23 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from dbt.adapters.chaintable.options import ChainConfigError
+from dbt.adapters.chaintable.options import (
+    P_ENGINE,
+    P_FIELD_PREFIX,
+    P_PARTITION,
+    P_PRIMARY_KEY,
+    P_ROWKIND,
+    P_SEQUENCE,
+    ChainConfigError,
+)
 
 REDACTED = "*********(redacted)"  # Spark's replacement text (Utils.REDACTION_REPLACEMENT_TEXT)
 # Spark's two default redaction patterns, one regex (both are matched case-insensitively)
 DEFAULT_PATTERNS = re.compile(r"secret|password|token|access[.]?key|url", re.IGNORECASE)
 MIRROR_PREFIX = "chaintable.hex."
 # the keys the adapter reads back: its own state, Paimon's chain options (options.py)
-_OWN_PREFIXES = ("chaintable.", "chain-table.", "fields.", "partition.", "partial-update.")
-_OWN_KEYS = ("primary-key", "partition", "sequence.field", "rowkind.field", "merge-engine")
+_OWN_PREFIXES = ("chaintable.", "chain-table.", P_FIELD_PREFIX, "partition.", "partial-update.")
+_OWN_KEYS = (P_PRIMARY_KEY, P_PARTITION, P_SEQUENCE, P_ROWKIND, P_ENGINE)
 
 
 class RedactedPropertyError(ChainConfigError):
