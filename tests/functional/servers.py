@@ -317,6 +317,18 @@ def start_standalone(
     return server
 
 
+QUERY_SCRIPT = """
+import json, sys
+from pyspark.sql import SparkSession
+params, qs = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+builder = SparkSession.builder.enableHiveSupport()
+for k, v in params.items():
+    builder = builder.config(k, v)
+spark = builder.getOrCreate()
+print("RESULT " + json.dumps({k: [list(r) for r in spark.sql(q).collect()] for k, q in qs.items()}))
+"""
+
+
 @dataclass
 class Metastore:
     """A Hive metastore service on a private PostgreSQL, started by scripts/spark-local.sh."""
@@ -346,6 +358,39 @@ class Metastore:
             # a session reads a table's metadata again after 3 s (README: running on a cluster)
             "spark.sql.metadataCacheTTLSeconds": "3",
         }
+
+    def write_profile(self, root: Path, profile: str, schema: str) -> None:
+        """profiles.yml in `root`: a session-mode target `t` on this metastore."""
+        import json
+
+        output = {
+            "type": "chaintable",
+            "method": "session",
+            "host": "localhost",
+            "schema": schema,
+            "server_side_parameters": self.session_params(),
+        }
+        (root / "profiles.yml").write_text(
+            json.dumps({profile: {"target": "t", "outputs": {"t": output}}})
+        )
+
+    def query(self, queries: dict[str, str], work_dir: Path) -> dict[str, list]:
+        """{name: rows} of each SQL query, run by a Spark driver of its own on this metastore."""
+        import json
+        import sys
+
+        script = work_dir / "metastore_query.py"
+        script.write_text(QUERY_SCRIPT)
+        params = json.dumps(self.session_params())
+        out = subprocess.run(
+            [sys.executable, str(script), params, json.dumps(queries)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+        assert line is not None, out.stdout[-3000:] + out.stderr[-3000:]
+        return json.loads(line[len("RESULT ") :])
 
     def _script(self, *args: str) -> subprocess.CompletedProcess:
         env = {

@@ -78,15 +78,7 @@ class Dbt:
         (root / "dbt_project.yml").write_text(
             "name: ms\nversion: '1.0'\nconfig-version: 2\nprofile: ms\nmodel-paths: [models]\n"
         )
-        output = {
-            "type": "chaintable",
-            "method": "session",
-            "host": "localhost",
-            "schema": schema,
-            "server_side_parameters": metastore.session_params(),
-        }
-        profile = {"ms": {"target": "t", "outputs": {"t": output}}}
-        (root / "profiles.yml").write_text(json.dumps(profile))
+        metastore.write_profile(root, "ms", schema)
         self.exe = str(Path(sys.executable).parent / "dbt")
 
     def start(self, *args: str, failpoint: str | None = None, **vars: str) -> subprocess.Popen:
@@ -186,8 +178,6 @@ def test_a_writer_sigkilled_on_another_host_is_taken_over_after_its_lease(
     """A real crash on the shared catalog: a dbt process on host pod-a SIGKILLed after its
     partitions were switched; a process on pod-b is refused while the lease (30 s) runs,
     then breaks the lock, recovers, and its rerun of the day converges."""
-    from test_threads import READ_SCRIPT
-
     from dbt.adapters.chaintable.safety import HOST_ENV
 
     schema = "mk_" + uuid.uuid4().hex[:8]
@@ -211,21 +201,12 @@ def test_a_writer_sigkilled_on_another_host_is_taken_over_after_its_lease(
     assert "breaking the lock of run of model 't' by process" in out
     assert "its heartbeat stopped" in out
     print(f"lease takeover: {taken:.1f} s after the kill (lease 30 s, one dbt process)")
-    script = tmp_path / "read.py"
-    script.write_text(READ_SCRIPT)
     qs = {
         d: f"select count(*), coalesce(sum(xxhash64(id, v) % 1000000007), 0) from {schema}.t "
         f"where dt = '{d}'"
         for d in (D1, D2)
     }
-    read = subprocess.run(
-        [sys.executable, str(script), json.dumps(metastore.session_params()), json.dumps(qs)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    line = next(x for x in read.stdout.splitlines() if x.startswith("RESULT "))
-    got = {d: tuple(rows[0]) for d, rows in json.loads(line[len("RESULT ") :]).items()}
+    got = {d: tuple(rows[0]) for d, rows in metastore.query(qs, tmp_path).items()}
     assert got == {
         D1: answer(spark, state({D1: KEYS[D1]}, {})),
         D2: answer(spark, state(KEYS, {D2: "r"})),

@@ -187,32 +187,11 @@ def test_threads_4_equal_threads_1_on_a_thrift_server(thrift_server, tmp_path):
             p.sql(f"DROP DATABASE IF EXISTS {schema}_t{t} CASCADE")
 
 
-READ_SCRIPT = """
-import json, sys
-from pyspark.sql import SparkSession
-params, qs = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-builder = SparkSession.builder.enableHiveSupport()
-for k, v in params.items():
-    builder = builder.config(k, v)
-spark = builder.getOrCreate()
-print("RESULT " + json.dumps({k: [list(r) for r in spark.sql(q).collect()] for k, q in qs.items()}))
-"""
-
-
 def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(metastore, tmp_path):
     schema = "mt_" + uuid.uuid4().hex[:8]
     root = tmp_path / "proj"
     write_project(root)
-    output = {
-        "type": "chaintable",
-        "method": "session",
-        "host": "localhost",
-        "schema": schema,
-        "server_side_parameters": metastore.session_params(),
-    }
-    (root / "profiles.yml").write_text(
-        json.dumps({"chain_test": {"target": "t", "outputs": {"t": output}}})
-    )
+    metastore.write_profile(root, "chain_test", schema)
     dbt = str(Path(sys.executable).parent / "dbt")
     env = {k: v for k, v in os.environ.items() if k != "CHAINTABLE_FAILPOINT"}
 
@@ -228,17 +207,6 @@ def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(metastore
         assert out.returncode == 0, out.stdout[-4000:]
 
     def read(qs: dict[str, str]) -> dict:
-        script = tmp_path / "read.py"
-        script.write_text(READ_SCRIPT)
-        params = json.dumps(metastore.session_params())
-        out = subprocess.run(
-            [sys.executable, str(script), params, json.dumps(qs)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
-        return json.loads(line[len("RESULT ") :])
+        return metastore.query(qs, tmp_path)
 
     run_and_compare(run, read, schema, DAYS[:3])
