@@ -199,6 +199,35 @@ def spread(runs: list[tuple[str, dict[str, Any]]]) -> str:
     )
 
 
+def planning_line(res: dict[str, Any]) -> str:
+    """The planning of the headline reads: the view and chain_read against the classic day."""
+    reads = res["reads"]
+
+    def of(label: str, name: str) -> str:
+        r = reads[label]
+        if r["chain_length"]:
+            name = f"{name}, {r['chain_length']} deltas from its anchor"
+        return (
+            f"{name} ({r['day']}) through the view {r['chain']['planning_median_s']:.3f} s, "
+            f"`chain_read` {r['chain_read']['planning_median_s']:.3f} s, the classic partition "
+            f"{r['baseline']['planning_median_s']:.3f} s"
+        )
+
+    parts = [
+        of(k, n)
+        for k, n in (
+            ("compacted", "the compacted day"),
+            ("uncompacted", "a delta-only day"),
+        )
+        if k in reads
+    ]
+    return (
+        f"Planning of a read at {millions(res['params']['rows'])} (medians): "
+        + "; ".join(parts)
+        + "."
+    )
+
+
 def run_line(label: str, name: str, res: dict[str, Any], prefix: str) -> str:
     p = res["params"]
     later = [n for d, n in p["source_rows_per_day"].items() if d != p["days_list"][0]]
@@ -306,6 +335,8 @@ def performance_section() -> str:
             ),
             "",
             *results_parts("benchmarks/results/"),
+            "",
+            para(planning_line(head)),
             "",
             f"![bench_chain at {millions(p['rows'])} rows: storage, daily runs, reads and "
             f"compaction against the classic job]"
