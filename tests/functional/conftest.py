@@ -210,17 +210,21 @@ class Project:
         self.spark.createDataFrame(list(rows), columns).write.saveAsTable(f"{self.schema}.{name}")
 
 
-@pytest.fixture
-def project(spark, spark_root, tmp_path) -> Project:
-    schema = "t_" + uuid.uuid4().hex[:10]
-    output = {
+def session_output(spark_root: Path) -> dict[str, Any]:
+    """The profile output of a dbt project on this process's session."""
+    return {
         "type": "chaintable",
         "method": "session",
         "host": "localhost",
         "server_side_parameters": session_params(spark_root),
     }
+
+
+@pytest.fixture
+def project(spark, spark_root, tmp_path) -> Project:
+    schema = "t_" + uuid.uuid4().hex[:10]
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {schema}")
-    p = Project(tmp_path / "proj", spark, output, schema)
+    p = Project(tmp_path / "proj", spark, session_output(spark_root), schema)
     yield p
     spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
 

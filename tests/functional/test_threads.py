@@ -15,6 +15,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+from conftest import Project, session_output
+
 SOURCE = "{{ ref('changes') }}"  # built by each run's own dbt, in its schema
 CHAIN = """
 {{{{ config(materialized='chain_incremental', partition_by={partition_by},
@@ -65,14 +68,14 @@ DOWNSTREAM = {
     "d_read": "{{ config(materialized='table') }}\n"
     "select * from {{ chain_read(ref('c_partial'), {'dt': var('dt')}) }}",
 }
-DAYS = ["20250801", "20250802", "20250803", "20250804"]
+DAYS = ["20250801", "20250802", "20250803"]
 ROWS = (
     [(i, f"v{i}", i, 10, "+I", r, DAYS[0]) for i in range(1, 9) for r in ("CN", "US")]
     + [(1, "a2", 5, 20, "+U", "CN", DAYS[1]), (2, "b2", 1, 21, "-D", "US", DAYS[1])]
     + [(3, "c2", 2, 22, "+U", "US", DAYS[1])]
     + [(1, "a3", 1, 30, "+U", "US", DAYS[2]), (9, "i3", 9, 31, "+I", "CN", DAYS[2])]
-    + [(4, "d4", 3, 40, "+U", "CN", DAYS[3]), (5, "e4", 2, 41, "+U", "US", DAYS[3])]
-    + [(6, "f4", 1, 42, "+U", "CN", DAYS[3])]
+    + [(4, "d4", 3, 40, "+U", "CN", DAYS[2]), (5, "e4", 2, 41, "+U", "US", DAYS[2])]
+    + [(6, "f4", 1, 42, "+U", "CN", DAYS[2])]
 )
 
 
@@ -129,65 +132,90 @@ def normalized(results: dict[str, list]) -> dict[str, list]:
 
 
 def run_and_compare(
-    run: Callable[[int, str], None], read: Callable[[dict[str, str]], dict], schema: str, days
-) -> dict:
-    """Each day with --threads 4 into `<schema>_t4`, then --threads 1 into `<schema>_t1`; after
-    each day both schemas read the same. Returns the last contents."""
-    for day in days:
-        for threads in (4, 1):
-            run(threads, day)
-        got = read({f"t4:{k}": q for k, q in queries(f"{schema}_t4").items()})
-        got |= read({f"t1:{k}": q for k, q in queries(f"{schema}_t1").items()})
-        got = normalized(got)
-        four = {k[3:]: v for k, v in got.items() if k.startswith("t4:")}
-        one = {k[3:]: v for k, v in got.items() if k.startswith("t1:")}
-        assert four == one, day
-    # the policies compacted, the downstream models hold every day
-    assert four["c_dedup__snapshot"] == [
-        (f"region={r}/dt={d}",) for r in ("CN", "US") for d in DAYS[: len(days) : 2]
+    run: Callable[[str], None], read: Callable[[dict[str, str]], dict], schema: str, reference
+) -> None:
+    """Each day of `reference` (the contents after each day run with --threads 1) run with
+    --threads 4 into `<schema>_t4`: after each day the schema reads as the reference."""
+    for day, expected in reference.items():
+        run(day)
+        got = normalized(read(queries(f"{schema}_t4")))
+        assert got == expected, day
+
+
+@pytest.fixture(scope="module")
+def reference(spark, spark_root, tmp_path_factory) -> dict[str, dict[str, list]]:
+    """Every day of DAYS run with --threads 1 in this process's session: {day: contents after
+    it}, what every run with --threads 4 below must read as, here or on a server."""
+    p = Project(
+        tmp_path_factory.mktemp("t1"),
+        spark,
+        session_output(spark_root),
+        "r1_" + uuid.uuid4().hex[:8],
+    )
+    write_project(p.root)
+    out = {}
+    try:
+        for day in DAYS:
+            p.dbt("run", "--threads", "1", vars={"dt": day, "sfx": "t1"})
+            qs = queries(f"{p.schema}_t1")
+            out[day] = normalized({k: p.spark.sql(q).collect() for k, q in qs.items()})
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS {p.schema}_t1 CASCADE")
+    last = out[DAYS[-1]]
+    # what the days prove: the policies compacted, expiration kept only the last day (every
+    # day is 400 days old), the downstream models hold every day
+    assert last["c_dedup__snapshot"] == [
+        (f"region={r}/dt={d}",) for r in ("CN", "US") for d in DAYS[::2]
     ]
-    # compacted daily, and every day before the last expired (all are 400 days old)
-    assert four["c_expiring__snapshot"] == [(f"region={r}/dt={days[-1]}",) for r in ("CN", "US")]
-    assert sorted({r[-1] for r in four["d_counts"]}) == list(days)
-    assert {r[-1] for r in four["d_read"]} == {days[-1]}
-    return four
+    assert last["c_expiring__snapshot"] == [(f"region={r}/dt={DAYS[-1]}",) for r in ("CN", "US")]
+    assert sorted({r[-1] for r in last["d_counts"]}) == DAYS
+    assert {r[-1] for r in last["d_read"]} == {DAYS[-1]}
+    return out
 
 
-def test_threads_4_over_eight_chains_equal_threads_1_in_a_session(project):
+def first(reference: dict[str, dict], n: int) -> dict[str, dict]:
+    """The first n days of the reference: on a server, a first load and a day of deltas (with
+    the compaction and the expiration of `c_expiring`) run every model with four threads."""
+    return {day: reference[day] for day in DAYS[:n]}
+
+
+def test_threads_4_over_eight_chains_equal_threads_1_in_a_session(project, reference):
     p = project
     write_project(p.root)
 
-    def run(threads: int, day: str) -> None:
-        p.dbt("run", "--threads", str(threads), vars={"dt": day, "sfx": f"t{threads}"})
+    def run(day: str) -> None:
+        p.dbt("run", "--threads", "4", vars={"dt": day, "sfx": "t4"})
 
     def read(qs: dict[str, str]) -> dict:
         return {k: [tuple(r) for r in p.spark.sql(q).collect()] for k, q in qs.items()}
 
     try:
-        run_and_compare(run, read, p.schema, DAYS)
+        run_and_compare(run, read, p.schema, reference)
     finally:
-        for t in (4, 1):
-            p.spark.sql(f"DROP DATABASE IF EXISTS {p.schema}_t{t} CASCADE")
+        p.spark.sql(f"DROP DATABASE IF EXISTS {p.schema}_t4 CASCADE")
 
 
-def test_threads_4_equal_threads_1_on_a_thrift_server(thrift_server, tmp_path):
+def test_threads_4_equal_threads_1_on_a_thrift_server(thrift_server, tmp_path, reference):
     from test_cluster import ThriftProject
 
     schema = "th_" + uuid.uuid4().hex[:8]
     p = ThriftProject(tmp_path / "proj", thrift_server, schema)
     write_project(p.root)
 
-    def run(threads: int, day: str) -> None:
-        p.dbt("run", "--threads", str(threads), vars={"dt": day, "sfx": f"t{threads}"})
+    def run(day: str) -> None:
+        p.dbt("run", "--threads", "4", vars={"dt": day, "sfx": "t4"})
 
     try:
-        run_and_compare(run, lambda qs: {k: p.sql(q) for k, q in qs.items()}, schema, DAYS[:3])
+        run_and_compare(
+            run, lambda qs: {k: p.sql(q) for k, q in qs.items()}, schema, first(reference, 2)
+        )
     finally:
-        for t in (4, 1):
-            p.sql(f"DROP DATABASE IF EXISTS {schema}_t{t} CASCADE")
+        p.sql(f"DROP DATABASE IF EXISTS {schema}_t4 CASCADE")
 
 
-def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(metastore, tmp_path):
+def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(
+    metastore, tmp_path, reference
+):
     schema = "mt_" + uuid.uuid4().hex[:8]
     root = tmp_path / "proj"
     write_project(root)
@@ -195,18 +223,13 @@ def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(metastore
     dbt = str(Path(sys.executable).parent / "dbt")
     env = {k: v for k, v in os.environ.items() if k != "CHAINTABLE_FAILPOINT"}
 
-    def run(threads: int, day: str) -> None:
-        argv = [dbt, "run", "--threads", str(threads), "--project-dir", str(root)]
-        argv += [
-            "--profiles-dir",
-            str(root),
-            "--vars",
-            json.dumps({"dt": day, "sfx": f"t{threads}"}),
-        ]
+    def run(day: str) -> None:
+        argv = [dbt, "run", "--threads", "4", "--project-dir", str(root)]
+        argv += ["--profiles-dir", str(root), "--vars", json.dumps({"dt": day, "sfx": "t4"})]
         out = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stdout[-4000:]
 
     def read(qs: dict[str, str]) -> dict:
         return metastore.query(qs, tmp_path)
 
-    run_and_compare(run, read, schema, DAYS[:3])
+    run_and_compare(run, read, schema, first(reference, 2))
