@@ -51,7 +51,7 @@ from common import (
     table_properties,
 )
 
-from dbt.adapters.chaintable.options import P_VIEW_MAP
+from dbt.adapters.chaintable.base.options import P_VIEW_MAP
 
 SCHEMA, SRC = "bench", "bench_src"
 VALUE_COLS = ["name", "status", "amount", "qty", "note"]
@@ -305,8 +305,12 @@ def view_planning(spark, day: str, groups: int, repeats: int = 5) -> dict[str, A
     stored SQL as a subquery (the same plan without the view's lookup), and of the snapshot
     table alone (the lower bound); with the view's shape (top-level branches, literal delta
     days and mapped days, as the adapter's planner lays them out)."""
-    from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, P_VIEW_RECENT, ChainOptions
-    from dbt.adapters.chaintable.planner import ChainState, parse_partition_path
+    from dbt.adapters.chaintable.base.options import (
+        DEFAULT_VIEW_RECENT,
+        P_VIEW_RECENT,
+        ChainOptions,
+    )
+    from dbt.adapters.chaintable.chain.state import ChainState, parse_partition_path
 
     snap, delta = f"{SCHEMA}.ods_chain__snapshot", f"{SCHEMA}.ods_chain__delta"
     props = table_properties(spark, snap)

@@ -137,9 +137,13 @@ def plan_time(spark, sql: str, repeats: int = 3) -> dict[str, float]:
 def pure_planner(spark) -> dict[str, Any]:
     """What the adapter's Catalog.load + planner + renderer do for one view refresh, timed in parts:
     catalog listing (through this SparkSession) and the pure Python planning."""
-    from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, P_VIEW_RECENT, ChainOptions
-    from dbt.adapters.chaintable.planner import ChainState, parse_partition_path
-    from dbt.adapters.chaintable.sql.render import Renderer
+    from dbt.adapters.chaintable.base.options import (
+        DEFAULT_VIEW_RECENT,
+        P_VIEW_RECENT,
+        ChainOptions,
+    )
+    from dbt.adapters.chaintable.chain.state import ChainState, parse_partition_path
+    from dbt.adapters.chaintable.read.render import Renderer
 
     snap, delta = f"{SCHEMA}.hist__snapshot", f"{SCHEMA}.hist__delta"
     t0 = time.perf_counter()

@@ -4,7 +4,9 @@ import datetime as dt
 
 import pytest
 
-from dbt.adapters.chaintable.expire import (
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.expiration.plan import (
     ExpirationConfigError,
     ExpirationPlan,
     ExpireSegment,
@@ -17,8 +19,6 @@ from dbt.adapters.chaintable.expire import (
     plan_expiration,
     validate_timestamp_config,
 )
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.planner import ChainState
 
 D30 = dt.timedelta(days=30)
 

@@ -16,9 +16,14 @@ from typing import Any
 
 import pytest
 
-from dbt.adapters.chaintable import safety
-from dbt.adapters.chaintable.options import P_BRANCH, P_VIEW_RECENT, ChainConfigError, ChainOptions
-from dbt.adapters.chaintable.sql.properties import mirror_key
+from dbt.adapters.chaintable.base.options import (
+    P_BRANCH,
+    P_VIEW_RECENT,
+    ChainConfigError,
+    ChainOptions,
+)
+from dbt.adapters.chaintable.base.properties import mirror_key
+from dbt.adapters.chaintable.publish import safety
 from tests.unit.fake_catalog import FakeConnections, fake_adapter
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from dbt.adapters.chaintable import safety
-from dbt.adapters.chaintable.lease import Heartbeat, LeaseLostError
-from dbt.adapters.chaintable.options import ChainConfigError
-from dbt.adapters.chaintable.sql.properties import REDACTED, mirror_key
+from dbt.adapters.chaintable.base.options import ChainConfigError
+from dbt.adapters.chaintable.base.properties import REDACTED, mirror_key
+from dbt.adapters.chaintable.publish import safety
+from dbt.adapters.chaintable.publish.lease import Heartbeat, LeaseLostError
 
 NOW = dt.datetime(2025, 8, 1, 12, 0, 0)  # local
 UTC = dt.datetime(2025, 8, 1, 10, 0, 0)  # the same instant in UTC

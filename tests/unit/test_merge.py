@@ -5,9 +5,10 @@ import re
 
 import pytest
 
-from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions, dropped_options
-from dbt.adapters.chaintable.sql import merge, stage
-from dbt.adapters.chaintable.sql.merge import ANCHOR, ORD, RESET, RETRACT
+from dbt.adapters.chaintable.base.options import ChainConfigError, ChainOptions, dropped_options
+from dbt.adapters.chaintable.merge import sql as merge
+from dbt.adapters.chaintable.merge.sql import ANCHOR, ORD, RESET, RETRACT
+from dbt.adapters.chaintable.run import stage
 
 COLS = ["id", "v", "n", "seq", "op", "dt"]
 ANCHOR_SQL, DELTA_SQL = "SELECT * FROM a", "SELECT * FROM d"

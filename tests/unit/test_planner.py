@@ -2,8 +2,8 @@
 
 import pytest
 
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.planner import (
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.chain.state import (
     ChainPlanError,
     ChainState,
     ReadPlan,
@@ -307,7 +307,7 @@ class TestParsing:
 
 def test_chain_status_lists_partitions_in_typed_chain_order():
     """An int hour sorts 9 before 10 in chain_status, as in the read rules."""
-    from dbt.adapters.chaintable import status
+    from dbt.adapters.chaintable.operations import status
 
     s = ChainState.build(
         HOURLY,

@@ -11,9 +11,9 @@ import random
 
 import pytest
 
-from dbt.adapters.chaintable import expire
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.planner import ChainState
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.expiration import plan as expire
 
 OPTS = ChainOptions(partition_by=("g", "dt"), chain_keys=("dt",), primary_key=("k", "g", "dt"))
 GROUPS = [("a",), ("b",), ("c",)]

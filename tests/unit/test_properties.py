@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions, CompactionPolicy
-from dbt.adapters.chaintable.sql import statements as S
-from dbt.adapters.chaintable.sql.properties import (
+from dbt.adapters.chaintable.base import statements as S
+from dbt.adapters.chaintable.base.options import ChainConfigError, ChainOptions, CompactionPolicy
+from dbt.adapters.chaintable.base.properties import (
     DEFAULT_PATTERNS,
     REDACTED,
     mirror_key,

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, ChainOptions
-from dbt.adapters.chaintable.planner import ChainPlanError, ChainState
-from dbt.adapters.chaintable.sql.render import Renderer
+from dbt.adapters.chaintable.base.options import DEFAULT_VIEW_RECENT, ChainOptions
+from dbt.adapters.chaintable.chain.state import ChainPlanError, ChainState
+from dbt.adapters.chaintable.read.render import Renderer
 
 GROUPED = ChainOptions(
     partition_by=("region", "dt"),

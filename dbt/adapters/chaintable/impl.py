@@ -16,22 +16,22 @@ from dbt.adapters.base.relation import BaseRelation
 from dbt.adapters.contracts.relation import RelationType
 from dbt.adapters.spark.impl import SparkAdapter
 
-from dbt.adapters.chaintable.accumulate import Accumulator
-from dbt.adapters.chaintable.catalog import (
+from dbt.adapters.chaintable.base.config import ChainTableConfig
+from dbt.adapters.chaintable.base.options import ChainConfigError
+from dbt.adapters.chaintable.base.runner import Runner
+from dbt.adapters.chaintable.chain.catalog import (
     Catalog,
     ChainTables,
     name_of,
     schema_of,
     split_relation,
 )
-from dbt.adapters.chaintable.config import ChainTableConfig
 from dbt.adapters.chaintable.connections import ChainTableConnectionManager
-from dbt.adapters.chaintable.maintenance import Maintenance
-from dbt.adapters.chaintable.options import ChainConfigError
-from dbt.adapters.chaintable.publish import Publisher
-from dbt.adapters.chaintable.run import ChainRun, RunFlow
-from dbt.adapters.chaintable.runner import Runner
-from dbt.adapters.chaintable.view import ViewWriter
+from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
+from dbt.adapters.chaintable.operations.maintenance import Maintenance
+from dbt.adapters.chaintable.publish.publisher import Publisher
+from dbt.adapters.chaintable.run.flow import ChainRun, RunFlow
+from dbt.adapters.chaintable.view.writer import ViewWriter
 
 
 class Chain:
