@@ -310,7 +310,8 @@ def view_planning(spark, day: str, groups: int, repeats: int = 5) -> dict[str, A
         P_VIEW_RECENT,
         ChainOptions,
     )
-    from dbt.adapters.chaintable.chain.state import ChainState, parse_partition_path
+    from dbt.adapters.chaintable.base.partitions import parse_partition_path
+    from dbt.adapters.chaintable.chain.state import ChainState
 
     snap, delta = f"{SCHEMA}.ods_chain__snapshot", f"{SCHEMA}.ods_chain__delta"
     props = table_properties(spark, snap)

@@ -142,7 +142,8 @@ def pure_planner(spark) -> dict[str, Any]:
         P_VIEW_RECENT,
         ChainOptions,
     )
-    from dbt.adapters.chaintable.chain.state import ChainState, parse_partition_path
+    from dbt.adapters.chaintable.base.partitions import parse_partition_path
+    from dbt.adapters.chaintable.chain.state import ChainState
     from dbt.adapters.chaintable.read.render import Renderer
 
     snap, delta = f"{SCHEMA}.hist__snapshot", f"{SCHEMA}.hist__delta"

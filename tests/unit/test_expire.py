@@ -5,19 +5,21 @@ import datetime as dt
 import pytest
 
 from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.timestamps import (
+    ExpirationConfigError,
+    java_formatter_to_strptime,
+    parse_duration,
+    partition_time,
+    validate_timestamp_config,
+)
 from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.expiration.plan import (
-    ExpirationConfigError,
     ExpirationPlan,
     ExpireSegment,
     GroupExpiration,
     check_snapshot_drop,
     format_plan,
-    java_formatter_to_strptime,
-    parse_duration,
-    partition_time,
     plan_expiration,
-    validate_timestamp_config,
 )
 
 D30 = dt.timedelta(days=30)

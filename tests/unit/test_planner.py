@@ -3,14 +3,13 @@
 import pytest
 
 from dbt.adapters.chaintable.base.options import ChainOptions
-from dbt.adapters.chaintable.chain.state import (
+from dbt.adapters.chaintable.base.partitions import (
     ChainPlanError,
-    ChainState,
-    ReadPlan,
     parse_flag,
     parse_partition_path,
     parse_partition_spec,
 )
+from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 
 DT = ChainOptions(partition_by=("dt",), chain_keys=("dt",), primary_key=("id", "dt"))
 GROUPED = ChainOptions(

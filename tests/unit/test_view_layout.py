@@ -9,7 +9,8 @@ import re
 import pytest
 
 from dbt.adapters.chaintable.base.options import DEFAULT_VIEW_RECENT, ChainOptions
-from dbt.adapters.chaintable.chain.state import ChainPlanError, ChainState
+from dbt.adapters.chaintable.base.partitions import ChainPlanError
+from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.read.render import Renderer
 
 GROUPED = ChainOptions(

@@ -16,9 +16,35 @@ from dbt.adapters.chaintable.base.options import (
     ChainOptions,
     reserved_property,
 )
-from dbt.adapters.chaintable.base.partitions import Layout
-from dbt.adapters.chaintable.chain.state import parse_partition_spec
-from dbt.adapters.chaintable.publish import safety
+from dbt.adapters.chaintable.base.partitions import Layout, parse_partition_spec
+from dbt.adapters.chaintable.base.timestamps import ExpirationConfigError, parse_duration
+
+DEFAULT_LEASE = dt.timedelta(minutes=5)
+
+
+# below this a renewal (one metastore statement every quarter lease) under load, or a clock
+# difference of a few seconds, could let a live holder's lock be broken
+MIN_LEASE = dt.timedelta(seconds=10)
+
+
+def lease_of(model: str, raw: object) -> dt.timedelta:
+    """Model config `chain_lock_lease` ('5 min', '90 s'; None: the default), refused when too
+    short to be safe."""
+    if raw is None or str(raw).strip() == "":
+        return DEFAULT_LEASE
+    try:
+        lease = parse_duration(str(raw).strip())
+    except ExpirationConfigError as e:
+        raise ChainConfigError(
+            f"chain_incremental model '{model}': chain_lock_lease: {e}"
+        ) from None
+    if lease < MIN_LEASE:
+        raise ChainConfigError(
+            f"chain_incremental model '{model}': chain_lock_lease '{raw}' is shorter than "
+            f"{int(MIN_LEASE.total_seconds())} s: a live writer's lock could be broken by "
+            "another writer; give a lease of minutes (default 5 min)"
+        )
+    return lease
 
 
 @dataclass
@@ -65,7 +91,7 @@ class ModelSettings:
     clustered_by: tuple[str, ...] = ()
     buckets: int | None = None
     tblproperties: Mapping[str, str] = field(default_factory=dict)
-    lock_lease: dt.timedelta = safety.DEFAULT_LEASE
+    lock_lease: dt.timedelta = DEFAULT_LEASE
 
     @classmethod
     def from_config(cls, model: str, config: Mapping[str, Any]) -> ModelSettings:
@@ -97,7 +123,7 @@ class ModelSettings:
             clustered_by=(clustered,) if isinstance(clustered, str) else tuple(clustered),
             buckets=config.get("buckets"),
             tblproperties=tblproperties,
-            lock_lease=safety.lease_of(model, config.get("chain_lock_lease")),
+            lock_lease=lease_of(model, config.get("chain_lock_lease")),
         )
 
     @property

@@ -14,7 +14,7 @@ from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.chaintable.expiration import plan as expire
+from dbt.adapters.chaintable.base import timestamps
 
 MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 AGGREGATE_FUNCTIONS = (
@@ -424,27 +424,27 @@ class ChainOptions:
         )
         try:
             opts.validate_timestamps()
-        except expire.ExpirationConfigError as e:
+        except timestamps.ExpirationConfigError as e:
             raise fail(str(e)) from None
         return opts
 
     def validate_timestamps(self) -> None:
         """Expiration needs a pattern and a formatter that give a complete date."""
         if self.expiration_time:
-            expire.parse_duration(self.expiration_time)
+            timestamps.parse_duration(self.expiration_time)
             if self.check_interval:
-                expire.parse_duration(self.check_interval)
+                timestamps.parse_duration(self.check_interval)
             if not self.timestamp_pattern or not self.timestamp_formatter:
-                raise expire.ExpirationConfigError(
+                raise timestamps.ExpirationConfigError(
                     "partition_expiration_time is set, so partition_timestamp_pattern and "
                     "partition_timestamp_formatter are required (e.g. '$dt' and 'yyyyMMdd')"
                 )
         if self.timestamp_pattern or self.timestamp_formatter:
             if not (self.timestamp_pattern and self.timestamp_formatter):
-                raise expire.ExpirationConfigError(
+                raise timestamps.ExpirationConfigError(
                     "partition_timestamp_pattern and partition_timestamp_formatter go together"
                 )
-            expire.validate_timestamp_config(
+            timestamps.validate_timestamp_config(
                 self.timestamp_pattern, self.timestamp_formatter, self.partition_by
             )
 

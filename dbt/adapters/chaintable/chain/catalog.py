@@ -22,17 +22,16 @@ from dbt.adapters.chaintable.base.options import (
     stale_from_properties,
     stale_to_property,
 )
-from dbt.adapters.chaintable.base.partitions import Layout
-from dbt.adapters.chaintable.base.properties import read_back
-from dbt.adapters.chaintable.base.runner import Runner, logger
-from dbt.adapters.chaintable.chain.state import (
+from dbt.adapters.chaintable.base.partitions import (
     ChainPlanError,
-    ChainState,
-    ReadPlan,
+    Layout,
     Values,
     format_partition,
     parse_partition_path,
 )
+from dbt.adapters.chaintable.base.properties import read_back
+from dbt.adapters.chaintable.base.runner import Runner, logger
+from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 from dbt.adapters.chaintable.cumulative.plan import (
     STAMP_COLUMN,
     Cumulative,

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dbt.adapters.chaintable.base.options import CompactionPolicy
-from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan, Values
+from dbt.adapters.chaintable.base.partitions import Values
+from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 
 
 @dataclass(frozen=True)

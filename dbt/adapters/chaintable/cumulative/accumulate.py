@@ -11,14 +11,15 @@ from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.chaintable.base.failpoints import failpoint
+from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
+from dbt.adapters.chaintable.base.versions import version_location
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
-from dbt.adapters.chaintable.chain.state import Values
 from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
 from dbt.adapters.chaintable.merge.sql import value_columns
-from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.view.writer import ViewWriter
 
 
@@ -60,7 +61,7 @@ class Accumulator:
             "cumulative delta is rebuilt"
         )
         loaded = self.views.refresh(loaded, unserved=unserve)
-        safety.failpoint("cumulative.unserved")
+        failpoint("cumulative.unserved")
         return loaded
 
     def _ensure_table(self, loaded: Loaded) -> Loaded:
@@ -144,7 +145,7 @@ class Accumulator:
             if high is not None:  # every row must sort after the anchor's, or the query fails
                 above = (kind, high)
         anchorless = {group} if above is not None else set()
-        where = safety.version_location(loaded.props[cumulative.P_LOCATION], b.stamp)
+        where = version_location(loaded.props[cumulative.P_LOCATION], b.stamp)
         self.run(
             cumulative_sql.build_into(
                 loaded.renderer(), b, where, with_anchor, anchorless, fresh=(part, rows(above))
@@ -190,7 +191,7 @@ class Accumulator:
                 todo = [b for b in builds if b.plan.chain == chain]
                 if len(todo) == 1:  # one group's day (every day of a chain without groups)
                     b = todo[0]
-                    where = safety.version_location(root, b.stamp)
+                    where = version_location(root, b.stamp)
                     if b.partition not in ready:
                         self.run(
                             cumulative_sql.build_into(renderer, b, where, with_anchor, anchorless)
@@ -204,7 +205,7 @@ class Accumulator:
                 else:  # many groups' day: one statement for all
                     self.run(cumulative_sql.build(renderer, chain, todo, with_anchor, anchorless))
                     listed = False
-                safety.failpoint("cumulative.built")
+                failpoint("cumulative.built")
                 if len(chains) > 1:  # a rebuild of many days: say how far it is
                     logger.info(
                         f"{loaded.tables.view}: cumulative delta of day "

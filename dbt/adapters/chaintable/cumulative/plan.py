@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dbt.adapters.chaintable.base.options import INTEGRAL_TYPES, ChainOptions
-from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan, Values
+from dbt.adapters.chaintable.base.partitions import Values
+from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 
 STAMP_COLUMN = "ct__stamp"  # the partition column of t__cumulative after partition_by
 # the data column of t__cumulative after the table's own: on the first key of each block of
@@ -34,7 +35,7 @@ MASK_SHIFT = 6  # a mask row covers 2**6 = 64 consecutive key values, one bit ea
 P_LAYOUT = "chaintable.cumulative-layout"
 LAYOUT = "mask"
 # on t__snapshot: t__cumulative's location; a day's partition is written to a directory of
-# its own below it, `_chain_v/<stamp>` (safety.version_location), then added
+# its own below it, `_chain_v/<stamp>` (base/versions.py), then added
 P_LOCATION = "chaintable.cumulative-location"
 # on t__snapshot: {anchor partition path: [its location, the highest sequence in it]}, the
 # anchors' bounds that let a build leave the anchor out (anchor_can_win); an entry counts only

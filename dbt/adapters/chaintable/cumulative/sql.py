@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 
 from dbt.adapters.chaintable.base import statements
 from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql
-from dbt.adapters.chaintable.chain.state import ReadPlan, Values
+from dbt.adapters.chaintable.chain.state import ReadPlan
 from dbt.adapters.chaintable.cumulative.plan import (
     MASK_COLUMN,
     MASK_SHIFT,

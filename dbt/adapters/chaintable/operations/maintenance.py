@@ -8,29 +8,30 @@ from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 
+from dbt.adapters.chaintable.base import timestamps, versions
+from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.options import (
     BRANCHES,
     P_LAST_EXPIRE_CHECK,
     ChainConfigError,
     history_from_properties,
 )
-from dbt.adapters.chaintable.base.progress import Stopwatch
-from dbt.adapters.chaintable.base.runner import logger
-from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables, Loaded
-from dbt.adapters.chaintable.chain.state import (
+from dbt.adapters.chaintable.base.partitions import (
     ChainPlanError,
-    ReadPlan,
     Values,
     format_partition,
     parse_flag,
     parse_partition_spec,
 )
+from dbt.adapters.chaintable.base.progress import Stopwatch
+from dbt.adapters.chaintable.base.runner import logger
+from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables, Loaded
+from dbt.adapters.chaintable.chain.state import ReadPlan
 from dbt.adapters.chaintable.compaction import policy
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.expiration import plan as expire
 from dbt.adapters.chaintable.expiration.plan import ExpirationPlan
 from dbt.adapters.chaintable.operations import status as status_mod
-from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.view.writer import ViewWriter
 
@@ -187,9 +188,9 @@ class Maintenance:
         snapshot = loaded.tables.snapshot
         source = renderer.merged(plan.chain, plan.writes, serving=loaded.serving(plan.writes))
         self.publisher.create_pub(
-            snapshot, loaded, source, written, safety.new_run_id(), by_key=True
+            snapshot, loaded, source, written, versions.new_run_id(), by_key=True
         )
-        safety.failpoint("compact.staged")
+        failpoint("compact.staged")
         self.publisher.publish(
             snapshot,
             loaded.tables.pub,
@@ -230,7 +231,7 @@ class Maintenance:
         pattern, formatter = opts.timestamp_pattern, opts.timestamp_formatter
 
         def time_of(group: Values, chain: Values) -> dt.datetime:
-            return expire.partition_time(
+            return timestamps.partition_time(
                 pattern, formatter, dict(zip(opts.partition_by, group + chain, strict=True))
             )
 
@@ -254,7 +255,7 @@ class Maintenance:
             [state.split(p) for p in deltas],
             time_of,
             now,
-            expire.parse_duration(opts.expiration_time),
+            timestamps.parse_duration(opts.expiration_time),
             opts.max_num,
         )
 
@@ -302,7 +303,7 @@ class Maintenance:
         self.catalog.retire(
             "expired partitions", renderer.drop_partitions(str(loaded.tables.delta), deltas)
         )
-        safety.failpoint("expire.deltas")
+        failpoint("expire.deltas")
         self.run(renderer.drop_partitions(str(loaded.tables.snapshot), snaps))
         stale = loaded.stale()
         dropped = {lay.path(p) for p in snaps}
@@ -326,7 +327,9 @@ class Maintenance:
         now = dt.datetime.now().replace(microsecond=0)
         last = loaded.props.get(P_LAST_EXPIRE_CHECK)
         interval = (
-            expire.parse_duration(opts.check_interval) if opts.check_interval else dt.timedelta(0)
+            timestamps.parse_duration(opts.check_interval)
+            if opts.check_interval
+            else dt.timedelta(0)
         )
         if last and now - dt.datetime.strptime(last, TS_FORMAT) < interval:
             logger.info(

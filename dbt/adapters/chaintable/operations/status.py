@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dbt.adapters.chaintable.base.options import ChainOptions
-from dbt.adapters.chaintable.chain.state import ChainState, Values, format_partition
+from dbt.adapters.chaintable.base.partitions import Values, format_partition
+from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.compaction.policy import Verdict
 
 

@@ -14,7 +14,17 @@ from typing import Any
 from dbt.adapters.base.relation import BaseRelation
 
 from dbt.adapters.chaintable.base import statements as S
+from dbt.adapters.chaintable.base import versions
+from dbt.adapters.chaintable.base.config import DEFAULT_LEASE
+from dbt.adapters.chaintable.base.failpoints import SimulatedCrash, failpoint
+from dbt.adapters.chaintable.base.partitions import (
+    ChainPlanError,
+    Values,
+    format_partition,
+    parse_partition_path,
+)
 from dbt.adapters.chaintable.base.runner import logger
+from dbt.adapters.chaintable.base.versions import in_version, is_version, version_location
 from dbt.adapters.chaintable.chain.catalog import (
     CHAIN_PATTERN,
     Catalog,
@@ -22,12 +32,6 @@ from dbt.adapters.chaintable.chain.catalog import (
     Loaded,
     name_of,
     schema_of,
-)
-from dbt.adapters.chaintable.chain.state import (
-    ChainPlanError,
-    Values,
-    format_partition,
-    parse_partition_path,
 )
 from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.publish.lease import Heartbeat
@@ -62,7 +66,7 @@ class Publisher:
         tables: ChainTables,
         operation: str,
         stage: Mapping[str, str] | None = None,
-        lease: dt.timedelta = safety.DEFAULT_LEASE,
+        lease: dt.timedelta = DEFAULT_LEASE,
     ) -> Iterator[frozenset[str] | None]:
         """Hold the chain's lock for `operation`. Yields the lower-case names of the chain's
         tables (`t__*`) as the recovery listed them under the lock, so the holder need not list
@@ -88,7 +92,7 @@ class Publisher:
                 # between leaves it to the next writer
                 self._name(tables, {safety.P_INVALIDATES: broken[safety.P_INVALIDATES]})
             yield self.recover(tables, broken)
-        except safety.SimulatedCrash:
+        except SimulatedCrash:
             self._release(key)
             raise
         except Exception:
@@ -259,7 +263,7 @@ class Publisher:
             p
             for p in values("written")
             if p in loaded.deltas
-            and safety.in_version(self.catalog.partition_location(tables.delta, cols, p), run_id)
+            and in_version(self.catalog.partition_location(tables.delta, cols, p), run_id)
         ]
         dropped = [p for p in values("partitions") if p in published and p in loaded.snapshots]
         state, lay = loaded.state(), loaded.layout
@@ -282,9 +286,9 @@ class Publisher:
         """A run's bare stage directory (safety.P_STAGE_RUN) unless its one partition `single`
         ({column: value}, JSON) references it: then it was published."""
         where = self._single_location(target, single) if single is not None else None
-        if where is not None and safety.is_version(where, run_id):
+        if where is not None and is_version(where, run_id):
             return []
-        return [safety.version_location(self.catalog.location(target), run_id)]
+        return [version_location(self.catalog.location(target), run_id)]
 
     def _single_location(self, target: str, single: str) -> str | None:
         """The location of `target`'s partition `single` ({column: value}, JSON), None while
@@ -340,7 +344,7 @@ class Publisher:
         gc = str(tables.gc)
         self.run(S.create_gc_table(gc))
         pending = [p.split("=", 1)[1] for p in self.catalog.partition_paths(gc)]
-        stamp = safety.new_run_id()
+        stamp = versions.new_run_id()
         names = [f"{stamp}-{i}" for i in range(len(dirs))]
         self.run(S.add_partitions(gc, ["d"], [([n], d) for n, d in zip(names, dirs, strict=True)]))
         drop = S.drop_partitions(gc, ["d"], [[n] for n in pending + names])
@@ -394,7 +398,7 @@ class Publisher:
                 loaded.opts.partition_by,
                 {safety.P_TARGET: str(target)},
                 file_format=info.get("Provider", "parquet"),
-                location=safety.version_location(info["Location"], run_id),
+                location=version_location(info["Location"], run_id),
                 clustered_by=bucket_cols if buckets > 0 else (),
                 buckets=buckets if buckets > 0 else None,
             )
@@ -447,11 +451,11 @@ class Publisher:
             if part in have:
                 old_dirs.append(replaced[format_partition(partition_by, part)])
                 self.run(S.set_partition_location(str(target), partition_by, part, new_dir))
-                safety.failpoint("publish.first")
+                failpoint("publish.first")
             else:
                 added.append((part, new_dir))
         self.run(S.add_partitions(str(target), partition_by, added))
-        safety.failpoint("publish.done")
+        failpoint("publish.done")
         if source is not None:
             self.run(S.drop_table(str(source)))  # external: its published files stay
         else:  # published: a later failure of the run has no stage directory to delete

@@ -29,14 +29,8 @@ import datetime as dt
 import os
 import re
 import socket
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-from dbt_common.exceptions import DbtRuntimeError
-
-from dbt.adapters.chaintable.base.options import ChainConfigError
-from dbt.adapters.chaintable.expiration.plan import ExpirationConfigError, parse_duration
 
 P_OWNER = "chaintable.lock.owner"
 P_SINCE = "chaintable.lock.since"
@@ -57,91 +51,12 @@ P_INVALIDATES = "chaintable.stage.invalidates"
 # file formats that read columns by name: a partition's files may then hold its partition
 # columns too (a stage without partitions publishes its directory as they are)
 BY_NAME_FORMATS = frozenset({"parquet", "orc"})
-VERSIONS_DIR = "_chain_v"
 DEFAULT_LOCK_TIMEOUT = dt.timedelta(hours=12)
 TS = "%Y-%m-%d %H:%M:%S"
 P_HEARTBEAT = "chaintable.lock.heartbeat"  # UTC time of the holder's last renewal (TS)
 P_LEASE = "chaintable.lock.lease"  # seconds a heartbeat stays valid, the holder's choice
-DEFAULT_LEASE = dt.timedelta(minutes=5)
-# below this a renewal (one metastore statement every quarter lease) under load, or a clock
-# difference of a few seconds, could let a live holder's lock be broken
-MIN_LEASE = dt.timedelta(seconds=10)
 HEARTBEATS_PER_LEASE = 4
 HOST_ENV = "CHAINTABLE_LOCK_HOST"  # the host name the lock records (default: this host's)
-
-
-def lease_of(model: str, raw: object) -> dt.timedelta:
-    """Model config `chain_lock_lease` ('5 min', '90 s'; None: the default), refused when too
-    short to be safe."""
-    if raw is None or str(raw).strip() == "":
-        return DEFAULT_LEASE
-    try:
-        lease = parse_duration(str(raw).strip())
-    except ExpirationConfigError as e:
-        raise ChainConfigError(
-            f"chain_incremental model '{model}': chain_lock_lease: {e}"
-        ) from None
-    if lease < MIN_LEASE:
-        raise ChainConfigError(
-            f"chain_incremental model '{model}': chain_lock_lease '{raw}' is shorter than "
-            f"{int(MIN_LEASE.total_seconds())} s: a live writer's lock could be broken by "
-            "another writer; give a lease of minutes (default 5 min)"
-        )
-    return lease
-
-
-class SimulatedCrash(Exception):
-    """Raised by a failpoint: the lock's cleanup lets it through untouched, so the tables stay
-    exactly as a killed process would leave them (in-process tests)."""
-
-
-def failpoint(name: str) -> None:
-    """`CHAINTABLE_FAILPOINT=<name>[:kill|:error|:sleep=<s>]` stops the process at a named step
-    of an operation: `kill` sends SIGKILL to the process (a real crash, for subprocess tests),
-    `error` raises the error a failed statement raises (the caller's error handling runs),
-    `sleep=<s>` holds the step for s seconds and goes on (a slow writer, for lock tests);
-    otherwise it raises SimulatedCrash (for in-process tests). Unset in production: one dict
-    lookup."""
-    wanted = os.environ.get("CHAINTABLE_FAILPOINT")
-    if not wanted:
-        return
-    point, _, how = wanted.partition(":")
-    if point != name:
-        return
-    if how == "kill":
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
-    if how.startswith("sleep="):
-        import time
-
-        time.sleep(float(how.split("=", 1)[1]))
-        return
-    if how == "error":
-        raise DbtRuntimeError(f"failpoint {name}: a statement failed")
-    raise SimulatedCrash(f"failpoint {name}")
-
-
-def new_run_id(now: dt.datetime | None = None) -> str:
-    """Sortable and unique: a fresh directory name for every write."""
-    now = now or dt.datetime.now()
-    return f"{now:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:8]}"
-
-
-def version_location(table_location: str, run_id: str) -> str:
-    return f"{table_location.rstrip('/')}/{VERSIONS_DIR}/{run_id}"
-
-
-def in_version(location: str, run_id: str) -> bool:
-    """Whether `location` is run `run_id`'s directory or lies below it (a partition of a
-    staging table there)."""
-    return f"/{VERSIONS_DIR}/{run_id}/" in location.rstrip("/") + "/"
-
-
-def is_version(location: str, run_id: str) -> bool:
-    """Whether `location` (as the metastore prints it) is run `run_id`'s directory: compared by
-    its last two path elements, which a metastore's spelling of the scheme leaves alone."""
-    return location.rstrip("/").endswith(f"/{VERSIONS_DIR}/{run_id}")
 
 
 @dataclass(frozen=True)

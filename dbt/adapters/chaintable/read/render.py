@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from dbt.adapters.chaintable.base import statements
 from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql, string
-from dbt.adapters.chaintable.chain.state import ReadPlan, Values
+from dbt.adapters.chaintable.chain.state import ReadPlan
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
 from dbt.adapters.chaintable.cumulative.plan import MASK_COLUMN, mask_key
 from dbt.adapters.chaintable.merge.sql import merge_parts, merge_rows_sql, merge_sql

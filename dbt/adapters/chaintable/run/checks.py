@@ -7,13 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dbt.adapters.chaintable.base import statements as S
+from dbt.adapters.chaintable.base import timestamps
 from dbt.adapters.chaintable.base.config import ModelSettings
 from dbt.adapters.chaintable.base.options import ChainConfigError
+from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import is_string_type
 from dbt.adapters.chaintable.chain.catalog import Catalog
-from dbt.adapters.chaintable.chain.state import Values
 from dbt.adapters.chaintable.cumulative import plan as cumulative
-from dbt.adapters.chaintable.expiration import plan as expire
 from dbt.adapters.chaintable.merge import sql as merge
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.run import stage as stage_sql
@@ -184,7 +184,7 @@ def check_partition_times(settings: ModelSettings, parts: Sequence[Values]) -> N
         return
     for part in parts:
         try:
-            expire.partition_time(
+            timestamps.partition_time(
                 opts.timestamp_pattern,
                 opts.timestamp_formatter,
                 dict(zip(opts.partition_by, part, strict=True)),

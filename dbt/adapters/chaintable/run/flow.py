@@ -18,16 +18,20 @@ from dbt_common.events.functions import warn_or_error
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable.base import statements as S
+from dbt.adapters.chaintable.base import versions
 from dbt.adapters.chaintable.base.config import ModelSettings
+from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.options import (
     P_BRANCH,
     ChainConfigError,
     ChainOptions,
     dropped_options,
 )
+from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.quoting import is_string_type
 from dbt.adapters.chaintable.base.runner import logger
+from dbt.adapters.chaintable.base.versions import version_location
 from dbt.adapters.chaintable.chain.catalog import (
     METADATA_CACHE_TTL,
     Catalog,
@@ -36,7 +40,7 @@ from dbt.adapters.chaintable.chain.catalog import (
     listed,
     name_of,
 )
-from dbt.adapters.chaintable.chain.state import ChainState, Values
+from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator, Prebuilt
 from dbt.adapters.chaintable.cumulative.plan import Build
@@ -103,7 +107,7 @@ class Stage:
 
     @property
     def directory(self) -> str:
-        return safety.version_location(self.location, self.run_id)
+        return version_location(self.location, self.run_id)
 
     @property
     def bare(self) -> bool:
@@ -247,7 +251,7 @@ class RunFlow:
         them partition by partition, then invalidate, refresh the view and expire."""
         clock = Stopwatch()
         single = self._single_partition(run)
-        run_id = safety.new_run_id()
+        run_id = versions.new_run_id()
         # a run of one partition stages it in a bare directory, which the lock names from the
         # start (for the recovery after a crash: a published directory is kept)
         bare = (
@@ -266,7 +270,7 @@ class RunFlow:
         with self.publisher.locked(run.tables, operation, bare, lease) as names:
             stored = self._stored_properties(run)
             stage = self._stage(run, compiled_code, run_id, single, bare)
-            safety.failpoint("run.staged")
+            failpoint("run.staged")
             plan = self._plan(run, stage, stored, names)
             prebuilt = None
             if run.publishes:
@@ -359,7 +363,7 @@ class RunFlow:
         if single is not None and (provider.lower() not in safety.BY_NAME_FORMATS or bucketed):
             # files that must not hold the partition columns, or bucket files: a staging table
             # lays them out, in a directory of its own (the one the lock names stays unwritten)
-            single, run_id = None, safety.new_run_id()
+            single, run_id = None, versions.new_run_id()
         stage = Stage(run_id, info["Location"], provider, single, tuple(cols))
         if stage.bare:
             self.run(S.write_directory(stage.directory, provider, compiled_code))
@@ -756,7 +760,7 @@ class RunFlow:
         self._await_cached_schemas(run, plan)
         # a publish keeps the view; a first run or full refresh dropped it
         loaded = self.views.refresh(loaded, view_exists=run.view_exists and run.publishes)
-        safety.failpoint("run.view")
+        failpoint("run.view")
         if invalidated:
             logger.info(
                 f"'{run.model}': rewritten delta partition(s) invalidate snapshot "

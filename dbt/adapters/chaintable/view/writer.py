@@ -10,11 +10,12 @@ from dbt.adapters.base.relation import BaseRelation
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable.base import statements as S
+from dbt.adapters.chaintable.base import versions
 from dbt.adapters.chaintable.base.options import DEFAULT_VIEW_RECENT, P_VIEW_MAP, P_VIEW_RECENT
+from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
-from dbt.adapters.chaintable.chain.state import ChainState, Values
+from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
-from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.read.render import MAP_STAMP, MAP_VERSION
 
 # CREATE OR REPLACE VIEW ... WITH SCHEMA EVOLUTION (Spark 4): the view takes its query's schema
@@ -95,7 +96,7 @@ class ViewWriter:
         held: list[str] | None = None  # the versions the table holds, listed when written
         if exists and not reuse:
             held = self.catalog.partition_versions(loaded.tables.cmap, exists=True)
-        version = recorded[0] if reuse else (safety.new_run_id() if mapped else "")
+        version = recorded[0] if reuse else (versions.new_run_id() if mapped else "")
         if mapped and not reuse:
             if held is None:
                 self.run(renderer.map_create(cmap))
