@@ -144,7 +144,7 @@ def pure_planner(spark) -> dict[str, Any]:
     )
     from dbt.adapters.chaintable.base.partitions import parse_partition_path
     from dbt.adapters.chaintable.chain.state import ChainState
-    from dbt.adapters.chaintable.read.render import Renderer
+    from dbt.adapters.chaintable.view.sql import ViewSql
 
     snap, delta = f"{SCHEMA}.hist__snapshot", f"{SCHEMA}.hist__delta"
     t0 = time.perf_counter()
@@ -161,7 +161,7 @@ def pure_planner(spark) -> dict[str, Any]:
         dict(cols),
     )
     recent = int(props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)  # as ViewWriter.refresh
-    view_sql = Renderer(opts, [c for c, _ in cols], dict(cols), snap, delta).view(
+    view_sql = ViewSql(opts, [c for c, _ in cols], dict(cols), snap, delta).view(
         state.view_layout(recent), (f"{SCHEMA}.hist__chain_map", "bench")
     )
     t2 = time.perf_counter()

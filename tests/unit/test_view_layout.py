@@ -11,7 +11,7 @@ import pytest
 from dbt.adapters.chaintable.base.options import DEFAULT_VIEW_RECENT, ChainOptions
 from dbt.adapters.chaintable.base.partitions import ChainPlanError
 from dbt.adapters.chaintable.chain.state import ChainState
-from dbt.adapters.chaintable.read.render import Renderer
+from dbt.adapters.chaintable.view.sql import ViewSql
 
 GROUPED = ChainOptions(
     partition_by=("region", "dt"),
@@ -58,7 +58,7 @@ def int_days():
 
 
 def renderer(opts=GROUPED, cols=COLS):
-    return Renderer(opts, cols, {"id": "int", "seq": "int"}, "s.t__snapshot", "s.t__delta")
+    return ViewSql(opts, cols, {"id": "int", "seq": "int"}, "s.t__snapshot", "s.t__delta")
 
 
 def test_days_after_the_newest_snapshot_keep_literal_branches_older_go_to_the_mapping():

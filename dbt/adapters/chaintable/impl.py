@@ -41,9 +41,11 @@ class Chain:
 
     def __init__(self, runner: Runner):
         self.catalog = Catalog(runner)
-        self.publisher = Publisher(self.catalog)
         self.views = ViewWriter(self.catalog)
-        self.accumulator = Accumulator(self.catalog, self.views)
+        self.publisher = Publisher(self.catalog, self.views)
+        self.accumulator = Accumulator(
+            self.catalog, lambda loaded, days: self.views.refresh(loaded, unserved=days)
+        )
         self.maintenance = Maintenance(self.catalog, self.publisher, self.views, self.accumulator)
         self.runs = RunFlow(
             self.catalog, self.publisher, self.views, self.accumulator, self.maintenance

@@ -31,14 +31,7 @@ from dbt.adapters.chaintable.base.partitions import (
 )
 from dbt.adapters.chaintable.base.properties import read_back
 from dbt.adapters.chaintable.base.runner import Runner, logger
-from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
-from dbt.adapters.chaintable.cumulative.plan import (
-    STAMP_COLUMN,
-    Cumulative,
-    mask_key,
-    options_digest,
-)
-from dbt.adapters.chaintable.read.render import Renderer
+from dbt.adapters.chaintable.chain.state import ChainState
 
 SNAPSHOT_SUFFIX = "__snapshot"
 DELTA_SUFFIX = "__delta"
@@ -48,6 +41,7 @@ GC_SUFFIX = "__chain_gc"
 LOCK_SUFFIX = "__chain_lock"
 MAP_SUFFIX = "__chain_map"
 CUMULATIVE_SUFFIX = "__cumulative"
+STAMP_COLUMN = "ct__stamp"  # the partition column of t__cumulative after partition_by
 CHAIN_PATTERN = "__*"  # every table of a chain `t` is named `t__...`
 
 
@@ -200,32 +194,6 @@ class Loaded:
 
     def with_props(self, props: Mapping[str, str]) -> Loaded:
         return replace(self, props={**self.props, **props})
-
-    def renderer(self) -> Renderer:
-        return Renderer(
-            self.opts,
-            self.column_names,
-            self.types,
-            str(self.tables.snapshot),
-            str(self.tables.delta),
-            str(self.tables.cumulative),
-        )
-
-    def cumulative_of(self, state: ChainState | None = None) -> Cumulative:
-        """The cumulative delta's partitions against `state` (default: this one's)."""
-        return Cumulative(
-            state or self.state(),
-            self.cumulative or (),
-            options_digest(self.opts, self.column_names, mask_key(self.opts, self.types)),
-        )
-
-    def serving(
-        self, plans: Sequence[ReadPlan], state: ChainState | None = None
-    ) -> dict[Values, str]:
-        """{group + chain: stamp} of the days of `plans` read from the cumulative delta."""
-        if not self.opts.cumulative_delta or not self.cumulative:
-            return {}
-        return self.cumulative_of(state).serving(plans)
 
     def with_cumulative(self, parts: Sequence[Values] | None) -> Loaded:
         return replace(self, cumulative=None if parts is None else tuple(parts))

@@ -17,10 +17,11 @@ from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.base.versions import version_location
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
+from dbt.adapters.chaintable.chain.sql import ChainSql
 from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
+from dbt.adapters.chaintable.cumulative.plan import Cumulative, served_days
 from dbt.adapters.chaintable.merge.sql import value_columns
-from dbt.adapters.chaintable.view.writer import ViewWriter
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,14 @@ class Prebuilt:
     anchorless: bool
 
 
+# the view's refresh that stops reading `days` from the cumulative delta (view/writer.py): handed
+# in by the adapter, since the view reads the cumulative delta and so stands above it
+Unserve = Callable[[Loaded, Sequence[Values]], Loaded]
+
+
 class Accumulator:
-    def __init__(self, catalog: Catalog, views: ViewWriter):
-        self.catalog, self.views = catalog, views
+    def __init__(self, catalog: Catalog, unserve: Unserve):
+        self.catalog, self.unserve = catalog, unserve
         self.run = catalog.runner.run
 
     def before_write(self, loaded: Loaded, branch: str, written: Sequence[Values]) -> Loaded:
@@ -45,14 +51,14 @@ class Accumulator:
         the newest day, serves nothing it feeds and costs nothing here."""
         if not loaded.cumulative:
             return loaded
-        kept = loaded.cumulative_of().kept_affected(branch, written)
+        kept = Cumulative.of(loaded).kept_affected(branch, written)
         if kept:  # no view reads them: dropped at once
-            self.run(cumulative_sql.drop(loaded.renderer(), kept))
+            self.run(cumulative_sql.drop(ChainSql.of(loaded), kept))
             gone = set(kept)
             loaded = loaded.with_cumulative([c for c in loaded.cumulative if c not in gone])
         future = loaded.with_published(branch, written)
-        affected = set(future.cumulative_of().affected(written))
-        served = loaded.serving(loaded.state().delta_only())
+        affected = set(Cumulative.of(future).affected(written))
+        served = served_days(loaded, loaded.state().delta_only())
         unserve = sorted(affected & set(served))
         if not unserve:
             return loaded
@@ -60,7 +66,7 @@ class Accumulator:
             f"{loaded.tables.view}: {len(unserve)} day(s) read by merge until their "
             "cumulative delta is rebuilt"
         )
-        loaded = self.views.refresh(loaded, unserved=unserve)
+        loaded = self.unserve(loaded, unserve)
         failpoint("cumulative.unserved")
         return loaded
 
@@ -69,7 +75,7 @@ class Accumulator:
         records that and the table's location (cumulative.P_LOCATION), so a daily run reads
         nothing more to know them. A table dropped since (cumulative_delta switched off and on
         again) is created again."""
-        props, renderer, tables = loaded.props, loaded.renderer(), loaded.tables
+        props, renderer, tables = loaded.props, ChainSql.of(loaded), loaded.tables
         if (
             loaded.cumulative is not None
             and props.get(cumulative.P_LAYOUT) == cumulative.LAYOUT
@@ -113,7 +119,7 @@ class Accumulator:
             if g == group and state.sort_key(c) >= key:
                 return None  # a rewrite or a backfill: before_write and after_write
         future = loaded.with_published("delta", [part])
-        cum = future.cumulative_of()
+        cum = Cumulative.of(future)
         incremental = cumulative.incremental(opts, value_columns(opts, loaded.column_names))
         builds = cum.builds(cum.affected([part]), incremental)
         if len(builds) != 1 or any(c[:-1] == builds[0].partition[:-1] for c in loaded.cumulative):
@@ -148,7 +154,7 @@ class Accumulator:
         where = version_location(loaded.props[cumulative.P_LOCATION], b.stamp)
         self.run(
             cumulative_sql.build_into(
-                loaded.renderer(), b, where, with_anchor, anchorless, fresh=(part, rows(above))
+                ChainSql.of(loaded), b, where, with_anchor, anchorless, fresh=(part, rows(above))
             )
         )
         return loaded, Prebuilt(b.partition, bool(anchorless))
@@ -166,11 +172,11 @@ class Accumulator:
         `prebuilt`: a partition checked_build wrote before the publish, only added here."""
         if not loaded.opts.cumulative_delta:
             return loaded
-        cum = loaded.cumulative_of()
+        cum = Cumulative.of(loaded)
         days = cum.affected(written)
         if not days:
             return loaded
-        renderer, opts = loaded.renderer(), loaded.opts
+        renderer, opts = ChainSql.of(loaded), loaded.opts
         incremental = cumulative.incremental(opts, value_columns(opts, loaded.column_names))
         builds = cum.builds(days, incremental)
         built = sum(1 for b in builds if b.previous is not None)
@@ -277,7 +283,7 @@ class Accumulator:
         missing = [a for a in anchors if recorded.get(lay.path(a), [None])[0] != where[a]]
         if missing:
             before = dict(recorded)
-            sql = cumulative_sql.sequence_max(loaded.renderer(), kind, missing)
+            sql = cumulative_sql.sequence_max(ChainSql.of(loaded), kind, missing)
             for row in self.catalog.runner.fetch(sql):
                 part, high = tuple(str(v) for v in row[: len(keys)]), row[len(keys)]
                 if part in where:

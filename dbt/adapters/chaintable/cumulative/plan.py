@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from dbt.adapters.chaintable.base.options import INTEGRAL_TYPES, ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
+from dbt.adapters.chaintable.chain.catalog import Loaded
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 
-STAMP_COLUMN = "ct__stamp"  # the partition column of t__cumulative after partition_by
 # the data column of t__cumulative after the table's own: on the first key of each block of
 # keys, the block's bitmap (see mask_key); NULL on the other rows
 MASK_COLUMN = "ct__mask"
@@ -194,6 +194,15 @@ class Build:
 class Cumulative:
     """The cumulative partitions of one chain against its current state."""
 
+    @classmethod
+    def of(cls, loaded: Loaded, state: ChainState | None = None) -> Cumulative:
+        """The cumulative delta's partitions against `state` (default: the catalog's)."""
+        return cls(
+            state or loaded.state(),
+            loaded.cumulative or (),
+            options_digest(loaded.opts, loaded.column_names, mask_key(loaded.opts, loaded.types)),
+        )
+
     def __init__(self, state: ChainState, stored: Iterable[Values], digest: str):
         """`stored`: the C partitions that exist, as partition values + stamp."""
         self.state, self.digest = state, digest
@@ -297,3 +306,12 @@ class Cumulative:
 def with_stamp(parts: Mapping[Values, str]) -> list[Values]:
     """{partition: stamp} -> partition values with the stamp appended (C's partition values)."""
     return [p + (s,) for p, s in sorted(parts.items())]
+
+
+def served_days(
+    loaded: Loaded, plans: Sequence[ReadPlan], state: ChainState | None = None
+) -> dict[Values, str]:
+    """{group + chain: stamp} of the days of `plans` read from the cumulative delta."""
+    if not loaded.opts.cumulative_delta or not loaded.cumulative:
+        return {}
+    return Cumulative.of(loaded, state).serving(plans)

@@ -1,29 +1,25 @@
 """SQL of the cumulative delta (docs/design.md#cumulative-delta): its table, the build of a
 day's partitions and the read of a day from its anchor and its partition. `r` is the chain's
-Renderer (render.py), which holds the names, columns and partition predicates."""
+SQL vocabulary (chain/sql.py), which holds the names, columns and partition predicates."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from dbt.adapters.chaintable.base import statements
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql
+from dbt.adapters.chaintable.chain.catalog import STAMP_COLUMN
+from dbt.adapters.chaintable.chain.sql import ChainSql
 from dbt.adapters.chaintable.chain.state import ReadPlan
 from dbt.adapters.chaintable.cumulative.plan import (
     MASK_COLUMN,
     MASK_SHIFT,
-    STAMP_COLUMN,
     Build,
     mask_key,
 )
 from dbt.adapters.chaintable.merge.sql import ANCHOR, Types, _merge, _pick_one, is_retract
-from dbt.adapters.chaintable.run.stage import sequence_ordinal
-
-if TYPE_CHECKING:  # render.py imports this module
-    from dbt.adapters.chaintable.read.render import Renderer
 
 
 def _on(keys: Sequence[str], left: str, right: str) -> str:
@@ -177,22 +173,22 @@ def read_parts(
 
 
 # ---- one chain's cumulative table -------------------------------------------------------------
-def _where(r: Renderer, parts: Mapping[Values, str]) -> str:
+def _where(r: ChainSql, parts: Mapping[Values, str]) -> str:
     """C partitions: each (group + chain) with its stamp. Stamps are unique per partition
     (cumulative.stamp), so one IN list of them cannot pick another partition's."""
     stamps = ", ".join(literal(s) for s in sorted(set(parts.values())))
     return f"({r.partitions_predicate(list(parts))}) AND {q(STAMP_COLUMN)} IN ({stamps})"
 
 
-def _mask(r: Renderer) -> str | None:
+def _mask(r: ChainSql) -> str | None:
     return mask_key(r.opts, r.types)
 
 
-def select(r: Renderer, parts: Mapping[Values, str]) -> str:
+def select(r: ChainSql, parts: Mapping[Values, str]) -> str:
     return f"SELECT {cols_sql(r.columns)} FROM {r.cumulative} WHERE {_where(r, parts)}"
 
 
-def read(r: Renderer, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> list[str]:
+def read(r: ChainSql, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> list[str]:
     """The full state of one day for the groups of `plans`, all served (`serving`), as the
     SELECTs of a UNION ALL."""
     parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
@@ -217,7 +213,7 @@ def keys_sql(keys: Sequence[str], source: str, mask: str | None, where: str = ""
     return f"SELECT {selected} FROM {source}" + (" WHERE " + " AND ".join(conds) if conds else "")
 
 
-def columns(r: Renderer) -> list[tuple[str, str]]:
+def columns(r: ChainSql) -> list[tuple[str, str]]:
     """The table's data columns, the mask column, the table's partition columns and the
     stamp, the last partition column."""
     return [
@@ -228,19 +224,19 @@ def columns(r: Renderer) -> list[tuple[str, str]]:
     ]
 
 
-def add_mask_column(r: Renderer) -> str:
+def add_mask_column(r: ChainSql) -> str:
     """A t__cumulative created before it had the mask column gets it (NULL in its rows)."""
     return statements.add_columns(r.cumulative, [(MASK_COLUMN, "bigint")])
 
 
-def create(r: Renderer) -> str:
+def create(r: ChainSql) -> str:
     return statements.create_table(
         r.cumulative, columns(r), [*r.opts.partition_by, STAMP_COLUMN], {}
     )
 
 
 def _rows(
-    r: Renderer,
+    r: ChainSql,
     builds: Sequence[Build],
     with_anchor: bool,
     anchorless: Collection[Values],
@@ -296,7 +292,7 @@ def _rows(
 
 
 def build(
-    r: Renderer,
+    r: ChainSql,
     chain: Values,
     builds: Sequence[Build],
     with_anchor: bool,
@@ -321,7 +317,7 @@ def build(
 
 
 def build_into(
-    r: Renderer,
+    r: ChainSql,
     build_: Build,
     directory: str,
     with_anchor: bool,
@@ -338,7 +334,7 @@ def build_into(
     return statements.write_directory(directory, "parquet", f"SELECT {rows} FROM {source}")
 
 
-def add_partition(r: Renderer, part: Values, directory: str, exists: bool) -> str | None:
+def add_partition(r: ChainSql, part: Values, directory: str, exists: bool) -> str | None:
     """Point C partition `part` (values + stamp) at `directory`: added, or switched there when
     it exists."""
     cols = [*r.opts.partition_by, STAMP_COLUMN]
@@ -347,8 +343,8 @@ def add_partition(r: Renderer, part: Values, directory: str, exists: bool) -> st
     return statements.add_partitions(r.cumulative, cols, [(part, directory)])
 
 
-def sequence_max(r: Renderer, kind: str, anchors: Sequence[Values]) -> str:
-    """The highest sequence (as an integer, stage.sequence_ordinal) of each snapshot partition
+def sequence_max(r: ChainSql, kind: str, anchors: Sequence[Values]) -> str:
+    """The highest sequence (as an integer, sequence_ordinal) of each snapshot partition
     of `anchors`: its partition values, then the maximum (NULL: only NULL sequences)."""
     assert r.opts.sequence_field
     parts = cols_sql(r.opts.partition_by)
@@ -358,7 +354,7 @@ def sequence_max(r: Renderer, kind: str, anchors: Sequence[Values]) -> str:
     )
 
 
-def empty(r: Renderer, values: Values, stamp: str) -> str:
+def empty(r: ChainSql, values: Values, stamp: str) -> str:
     """An empty C partition: a day of a group whose deltas changed no key."""
     nulls = ", ".join(
         [*(f"CAST(NULL AS {r.type_of(c)}) AS {q(c)}" for c in r.data_columns), "NULL"]
@@ -371,6 +367,15 @@ def empty(r: Renderer, values: Values, stamp: str) -> str:
     )
 
 
-def drop(r: Renderer, parts: Sequence[Values]) -> str | None:
+def drop(r: ChainSql, parts: Sequence[Values]) -> str | None:
     """Drop C partitions given as partition values + stamp."""
     return statements.drop_partitions(r.cumulative, [*r.opts.partition_by, STAMP_COLUMN], parts)
+
+
+def sequence_ordinal(column_sql: str, kind: str) -> str:
+    """A sequence value (of plan.ORDINAL_SEQUENCE_TYPES) as a BIGINT in the same order."""
+    if kind == "date":
+        return f"unix_date({column_sql})"
+    if kind == "timestamp":
+        return f"unix_micros({column_sql})"
+    return f"CAST({column_sql} AS BIGINT)"

@@ -29,10 +29,12 @@ from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables, Loaded
 from dbt.adapters.chaintable.chain.state import ReadPlan
 from dbt.adapters.chaintable.compaction import policy
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
+from dbt.adapters.chaintable.cumulative.plan import served_days
 from dbt.adapters.chaintable.expiration import plan as expire
 from dbt.adapters.chaintable.expiration.plan import ExpirationPlan
 from dbt.adapters.chaintable.operations import status as status_mod
 from dbt.adapters.chaintable.publish.publisher import Publisher
+from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.view.writer import ViewWriter
 
 TS_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -64,7 +66,7 @@ class Maintenance:
         """Full state of one partition (all groups, or the groups the spec names) as a SELECT."""
         loaded = self.catalog.load(relation)
         plans = loaded.state().plan_partition_read(parse_partition_spec(partition))
-        return loaded.renderer().partition_read(plans, loaded.serving(plans))
+        return Renderer.of(loaded).partition_read(plans, served_days(loaded, plans))
 
     def status(self, relation: BaseRelation, now: str | None = None) -> str:
         loaded = self.catalog.load(relation)
@@ -72,7 +74,7 @@ class Maintenance:
             self.expiration_plan(loaded, parse_now(now)) if loaded.opts.expiration_enabled else None
         )
         state = loaded.state()
-        serving = loaded.serving(state.delta_only()) if loaded.opts.cumulative_delta else None
+        serving = served_days(loaded, state.delta_only()) if loaded.opts.cumulative_delta else None
         verdicts = self.compaction_verdicts(loaded) if loaded.opts.compaction else None
         return status_mod.render(loaded.opts, state, loaded.stale(), plan, serving, verdicts)
 
@@ -106,7 +108,7 @@ class Maintenance:
         what later days read, depend on the cache."""
         if not plans:
             return {}
-        renderer, fetch = loaded.renderer(), self.catalog.runner.fetch
+        renderer, fetch = Renderer.of(loaded), self.catalog.runner.fetch
 
         def by_group(sql: str) -> dict[Values, int]:
             return {tuple(str(v) for v in row[:-1]): int(row[-1]) for row in fetch(sql)}
@@ -167,7 +169,7 @@ class Maintenance:
     ) -> bool:
         clock = Stopwatch()
         loaded = self.catalog.load(relation)
-        state, renderer, lay = loaded.state(), loaded.renderer(), loaded.layout
+        state, renderer, lay = loaded.state(), Renderer.of(loaded), loaded.layout
         plan = state.plan_compaction(
             spec, overwrite=bool(overwrite), history=loaded.history(), only=only
         )
@@ -186,7 +188,7 @@ class Maintenance:
         # the view's merged branch for a delta-only partition keeps reading the same rows until
         # the refresh below, because its snapshot branch excludes that partition
         snapshot = loaded.tables.snapshot
-        source = renderer.merged(plan.chain, plan.writes, serving=loaded.serving(plan.writes))
+        source = renderer.merged(plan.chain, plan.writes, serving=served_days(loaded, plan.writes))
         self.publisher.create_pub(
             snapshot, loaded, source, written, versions.new_run_id(), by_key=True
         )
@@ -288,7 +290,7 @@ class Maintenance:
         if dry_run or plan.is_empty():
             return [header, *lines]
         clock = Stopwatch()
-        renderer = loaded.renderer()
+        renderer = Renderer.of(loaded)
         deltas = [g + c for g, c in plan.delta_drops()]
         snaps = [g + c for g, c in plan.snapshot_drops()]
         # The view stops reading the expired partitions first; then deltas go before snapshots:
@@ -376,6 +378,6 @@ class Maintenance:
         self.views.refresh(loaded, state.without(**gone))
         self.catalog.retire(
             "the dropped partition",
-            loaded.renderer().drop_partitions(str(loaded.tables.branch(branch)), [values]),
+            Renderer.of(loaded).drop_partitions(str(loaded.tables.branch(branch)), [values]),
         )
         return f"{relation}: dropped {branch} partition {label}"

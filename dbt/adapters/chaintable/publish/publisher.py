@@ -35,6 +35,7 @@ from dbt.adapters.chaintable.chain.catalog import (
 )
 from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.publish.lease import Heartbeat
+from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.view.writer import ViewWriter
 
 
@@ -44,8 +45,8 @@ def _columns_of(path: str) -> list[str]:
 
 
 class Publisher:
-    def __init__(self, catalog: Catalog):
-        self.catalog = catalog
+    def __init__(self, catalog: Catalog, views: ViewWriter):
+        self.catalog, self.views = catalog, views
         self.run = catalog.runner.run
         # {lock view: dbt invocation holding it}: a nested operation of the same invocation (a
         # run's automatic expiration) does not take the lock again
@@ -276,10 +277,10 @@ class Publisher:
             f"{tables.view}: dropping snapshot partition(s) {[lay.path(p) for p in dropped]}, "
             "which the unfinished run's rewritten delta partition(s) invalidate"
         )
-        ViewWriter(self.catalog).refresh(loaded, state.without(snapshots=dropped))
+        self.views.refresh(loaded, state.without(snapshots=dropped))
         self.catalog.retire(
             "invalidated snapshot partitions",
-            loaded.renderer().drop_partitions(str(tables.snapshot), dropped),
+            Renderer.of(loaded).drop_partitions(str(tables.snapshot), dropped),
         )
 
     def _unpublished_directory(self, target: str, run_id: str, single: str | None) -> list[str]:
@@ -383,7 +384,7 @@ class Publisher:
         whose buckets are its layout."""
         pub = str(loaded.tables.pub)
         self.run(S.drop_table(pub))
-        renderer = loaded.renderer()
+        renderer = Renderer.of(loaded)
         info = self.catalog.formatted(target)
         buckets = int(info.get("Num Buckets") or 0)
         bucket_cols = [

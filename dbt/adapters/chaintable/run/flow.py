@@ -642,7 +642,7 @@ class RunFlow:
         """Write or publish the planned partitions; True when no staging table is left (the
         publish dropped it, or the rows were staged in a bare directory)."""
         tables, opts, loaded = run.tables, run.opts, plan.loaded
-        renderer = loaded.renderer()
+        renderer = Renderer.of(loaded)
         target = run.target
         before = loaded.snapshots if run.branch == "snapshot" else loaded.deltas
         source = renderer.select_all(str(tables.stage))
@@ -768,7 +768,7 @@ class RunFlow:
             )
             self.catalog.retire(
                 "invalidated snapshot partitions",
-                loaded.renderer().drop_partitions(str(tables.snapshot), invalidated),
+                Renderer.of(loaded).drop_partitions(str(tables.snapshot), invalidated),
             )
         self.publisher.invalidated(tables)  # the lock forgets what it named for recovery
         if not stage_dropped:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, string
+from dbt.adapters.chaintable.cumulative.sql import sequence_ordinal
 from dbt.adapters.chaintable.merge.sql import (
     ANCHOR,
     ORDER_SENSITIVE_FUNCTIONS,
@@ -35,15 +36,6 @@ def _bad_kind(opts: ChainOptions) -> str:
 def _refused(opts: ChainOptions, columns: Sequence[str]) -> str:
     """Predicate: a -U/-D row the table refuses (`refusal`)."""
     return is_retract(opts) if refusal(opts, columns) else "false"
-
-
-def sequence_ordinal(column_sql: str, kind: str) -> str:
-    """A sequence value (of cumulative.ORDINAL_SEQUENCE_TYPES) as a BIGINT in the same order."""
-    if kind == "date":
-        return f"unix_date({column_sql})"
-    if kind == "timestamp":
-        return f"unix_micros({column_sql})"
-    return f"CAST({column_sql} AS BIGINT)"
 
 
 def stage_summary_sql(

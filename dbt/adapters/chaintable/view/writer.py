@@ -16,7 +16,8 @@ from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
-from dbt.adapters.chaintable.read.render import MAP_STAMP, MAP_VERSION
+from dbt.adapters.chaintable.cumulative.plan import Cumulative, served_days
+from dbt.adapters.chaintable.view.sql import MAP_STAMP, MAP_VERSION, ViewSql
 
 # CREATE OR REPLACE VIEW ... WITH SCHEMA EVOLUTION (Spark 4): the view takes its query's schema
 # as it is, without the projection of casts to a stored schema that Spark adds otherwise; that
@@ -55,13 +56,13 @@ class ViewWriter:
         if loaded.cumulative is not None and not loaded.opts.cumulative_delta:
             self.run(S.drop_table(str(loaded.tables.cumulative)))  # switched off: not kept
             return loaded.with_cumulative(None)
-        cum = loaded.cumulative_of(state)
+        cum = Cumulative.of(loaded, state)
         unserved_parts = [p + (s,) for p in unserved for s in sorted(cum.stored.get(p, ()))]
         garbage = sorted(set(cum.garbage()) | set(unserved_parts))
         if garbage and loaded.cumulative is not None:
             self.catalog.retire(
                 "cumulative partitions no day reads",
-                cumulative_sql.drop(loaded.renderer(), garbage),
+                cumulative_sql.drop(ViewSql.of(loaded), garbage),
             )
             loaded = loaded.with_cumulative([p for p in loaded.cumulative if p not in garbage])
         return loaded
@@ -69,13 +70,15 @@ class ViewWriter:
     def _refresh(
         self, loaded: Loaded, state: ChainState, unserved: set[Values], view_exists: bool | None
     ) -> Loaded:
-        renderer, cmap = loaded.renderer(), str(loaded.tables.cmap)
+        renderer, cmap = ViewSql.of(loaded), str(loaded.tables.cmap)
         recent = int(loaded.props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)
         layout = state.view_layout(recent)
         mapped = layout[1]
         literal = [p for _, plans in layout[0] for p in plans]
         serving = {
-            k: v for k, v in loaded.serving([*literal, *mapped], state).items() if k not in unserved
+            k: v
+            for k, v in served_days(loaded, [*literal, *mapped], state).items()
+            if k not in unserved
         }
         # older delta-only partitions: a new version of the mapping table first (the current
         # view reads its own version), then the view, then the record of which version it reads
