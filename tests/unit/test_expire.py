@@ -579,8 +579,8 @@ class TestStaleSnapshots:
         ]
         assert held == set()
         plan = plan_daily(
-            [state.split(p) for p in snaps],
-            [state.split(p) for p in deltas],
+            [state.layout.split(p) for p in snaps],
+            [state.layout.split(p) for p in deltas],
             "2025-04-30 00:00:00",  # cutoff 2025-03-31: 0101, 0201 and 0301 are before it
         )
         assert plan.snapshot_drops() == [

@@ -119,8 +119,8 @@ class Model:
         # what expiration_plan does: keep what the stale snapshots are rebuilt from
         snapshots, deltas, _ = state.expirable(self.stale)
         plan = expire.plan_expiration(
-            [state.split(p) for p in snapshots],
-            [state.split(p) for p in deltas],
+            [state.layout.split(p) for p in snapshots],
+            [state.layout.split(p) for p in deltas],
             time_of,
             DAY0 + dt.timedelta(days=now_day),
             dt.timedelta(days=10),
@@ -139,7 +139,7 @@ class Model:
     def check(self, allow_stale=True):
         state = self.state()
         for part in state.snapshots | state.deltas:
-            g, c = state.split(part)
+            g, c = state.layout.split(part)
             plan = state.plan_read(g, c)
             if allow_stale and self.depends_on_stale(plan):
                 continue

@@ -21,7 +21,6 @@ from dbt.adapters.chaintable.base.options import ChainConfigError
 from dbt.adapters.chaintable.base.runner import Runner
 from dbt.adapters.chaintable.chain.catalog import (
     Catalog,
-    ChainTables,
     name_of,
     schema_of,
     split_relation,
@@ -61,10 +60,6 @@ class ChainTableAdapter(SparkAdapter):
         return Chain(Runner(lambda: self.connections))
 
     # ---- resolving a chain table -------------------------------------------------------------
-    @available
-    def chain_tables(self, relation: BaseRelation) -> ChainTables:
-        return ChainTables.of(relation)
-
     @available
     def chain_relation(
         self,

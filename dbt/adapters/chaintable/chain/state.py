@@ -18,6 +18,7 @@ from dbt.adapters.chaintable.base.options import (
 )
 from dbt.adapters.chaintable.base.partitions import (
     ChainPlanError,
+    Layout,
     Values,
     format_partition,
     g_in,
@@ -93,8 +94,9 @@ class ChainState:
     def n_group(self) -> int:
         return len(self.opts.group_keys)
 
-    def split(self, values: Values) -> tuple[Values, Values]:
-        return values[: self.n_group], values[self.n_group :]
+    @cached_property
+    def layout(self) -> Layout:
+        return Layout.of(self.opts)
 
     def sort_key(self, chain: Values) -> tuple[Any, ...]:
         """Typed comparison of chain values (ints compare as ints, strings as strings)."""
@@ -110,7 +112,7 @@ class ChainState:
     def _by_group(self, parts: frozenset[Values]) -> dict[Values, list[Values]]:
         out: dict[Values, list[Values]] = {}
         for p in parts:
-            g, c = self.split(p)
+            g, c = self.layout.split(p)
             out.setdefault(g, []).append(c)
         for chains in out.values():
             chains.sort(key=self.sort_key)
@@ -130,7 +132,7 @@ class ChainState:
         def build(parts: frozenset[Values]) -> dict[Values, tuple[list[Any], tuple[Values, ...]]]:
             keyed: dict[Values, list[tuple[Any, Values]]] = {}
             for p in parts:
-                g, c = self.split(p)
+                g, c = self.layout.split(p)
                 keyed.setdefault(g, []).append((self.sort_key(c), c))
             out = {}
             for g, pairs in keyed.items():
@@ -141,7 +143,7 @@ class ChainState:
         return build(self.snapshots), build(self.deltas)
 
     def groups(self) -> list[Values]:
-        return sorted({self.split(p)[0] for p in self.snapshots | self.deltas})
+        return sorted({self.layout.split(p)[0] for p in self.snapshots | self.deltas})
 
     # ---- read rules (docs/design.md#read-rules) -----------------------------------------------
     def plan_read(self, group: Values, chain: Values, use_snapshot: bool = True) -> ReadPlan | None:
@@ -164,7 +166,7 @@ class ChainState:
 
     def delta_only(self) -> list[ReadPlan]:
         """Merged reads of every delta-only partition, ordered by chain value then group."""
-        plans = [self.plan_read(*self.split(p)) for p in self.deltas - self.snapshots]
+        plans = [self.plan_read(*self.layout.split(p)) for p in self.deltas - self.snapshots]
         return sorted(
             (p for p in plans if p is not None), key=lambda p: (self.sort_key(p.chain), p.group)
         )
@@ -207,7 +209,7 @@ class ChainState:
         planning time. Past `cap` runs the oldest merge into one (a wider range prunes less,
         and the view's text stays bounded)."""
         inside = {p.chain[0] for p in mapped}
-        firsts = inside | {self.split(p)[1][0] for p in self.snapshots | self.deltas}
+        firsts = inside | {self.layout.split(p)[1][0] for p in self.snapshots | self.deltas}
         runs: list[list[str]] = []
         last_inside = False
         for value in sorted(firsts, key=lambda v: self.sort_key((v,))):
@@ -225,7 +227,7 @@ class ChainState:
         stored for one group and mapped for another, a stored hour of a mapped day, or a
         stored day inside the merged oldest run)."""
         bounds = [(self.sort_key((low,)), self.sort_key((high,))) for low, high in runs]
-        firsts = {self.split(p)[1][0] for p in self.snapshots}
+        firsts = {self.layout.split(p)[1][0] for p in self.snapshots}
         return any(
             low <= key <= high
             for key in (self.sort_key((v,)) for v in firsts)
@@ -254,7 +256,7 @@ class ChainState:
             raise ChainPlanError(
                 f"partition {dict(spec)} does not name every partition column: missing {missing}"
             )
-        group, chain = self.split(tuple(lowered[c.lower()] for c in self.opts.partition_by))
+        group, chain = self.layout.split(tuple(lowered[c.lower()] for c in self.opts.partition_by))
         return group + self.spelled(chain)
 
     def resolve_spec(self, spec: Mapping[str, str]) -> tuple[Values, list[Values]]:
@@ -286,7 +288,7 @@ class ChainState:
         """True when `part` is at or before the oldest snapshot expiration kept in its group:
         the full state there is that snapshot alone, so a delta written there (or a rebuild of
         that snapshot from deltas) would lose the expired history."""
-        group, chain = self.split(tuple(part))
+        group, chain = self.layout.split(tuple(part))
         start = history.get(group)
         return start is not None and self.sort_key(chain) <= self.sort_key(start)
 
@@ -357,7 +359,7 @@ class ChainState:
         stale: dict[Values, Values] = {}
         snaps = self.snapshot_chains()
         for part in sorted(written):
-            g, c = self.split(part)
+            g, c = self.layout.split(part)
             for s in snaps.get(g, []):
                 if self.sort_key(s) <= self.sort_key(c):
                     continue
@@ -375,7 +377,7 @@ class ChainState:
         it."""
         first: dict[Values, Any] = {}  # group: sort key of its earliest stale snapshot
         for part in stale:
-            g, c = self.split(tuple(part))
+            g, c = self.layout.split(tuple(part))
             first[g] = min(first.get(g, self.sort_key(c)), self.sort_key(c))
         snaps = self._sorted[0]
         bound: dict[Values, Any] = {}  # group: sort key of that snapshot's anchor, or None
@@ -385,7 +387,7 @@ class ChainState:
             bound[g] = skeys[below - 1] if below else None
 
         def visits(p: Values, anchor_too: bool) -> bool:
-            g, c = self.split(p)
+            g, c = self.layout.split(p)
             if g not in bound:
                 return True
             b = bound[g]

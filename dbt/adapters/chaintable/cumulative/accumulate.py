@@ -112,10 +112,10 @@ class Accumulator:
         ):
             return None
         state = loaded.state()
-        group, chain = state.split(part)
+        group, chain = state.layout.split(part)
         key = state.sort_key(chain)
         for p in (*loaded.deltas, *loaded.snapshots):
-            g, c = state.split(p)
+            g, c = state.layout.split(p)
             if g == group and state.sort_key(c) >= key:
                 return None  # a rewrite or a backfill: before_write and after_write
         future = loaded.with_published("delta", [part])
@@ -141,12 +141,12 @@ class Accumulator:
         DbtRuntimeError: the run then checks the stage, which names the row, and builds after
         the publish."""
         opts, b = loaded.opts, build
-        group, chain = loaded.state().split(part)
+        group, chain = loaded.layout.split(part)
         with_anchor = cumulative.needs_anchor(opts)
         kind = cumulative.ordinal_sequence_type(opts, loaded.types)
         above: tuple[str, int] | None = None
         if with_anchor and kind and b.plan.anchor is not None and b.deltas == (chain,):
-            loaded, highest = self.anchor_sequence_max(loaded, [group + b.plan.anchor])
+            loaded, highest = self._sequence_max(loaded, kind, [group + b.plan.anchor])
             high = highest.get(group + b.plan.anchor)
             if high is not None:  # every row must sort after the anchor's, or the query fails
                 above = (kind, high)
@@ -257,7 +257,7 @@ class Accumulator:
                 deltas_min[b.plan.group + b.plan.anchor] = min(m for m in mins if m is not None)
         if not deltas_min:
             return loaded, set()
-        loaded, highest = self.anchor_sequence_max(loaded, list(deltas_min))
+        loaded, highest = self._sequence_max(loaded, kind, list(deltas_min))
         return loaded, {
             b.plan.group
             for b in builds
@@ -274,6 +274,12 @@ class Accumulator:
         location recorded with it (a partition written again has a new one); else one scan of
         the sequence column, recorded for the next run."""
         kind = cumulative.ordinal_sequence_type(loaded.opts, loaded.types)
+        return self._sequence_max(loaded, kind, anchors)
+
+    def _sequence_max(
+        self, loaded: Loaded, kind: str | None, anchors: Sequence[Values]
+    ) -> tuple[Loaded, dict[Values, int | None]]:
+        """anchor_sequence_max, for a caller that knows the sequence's `kind` already."""
         if not kind or not anchors:
             return loaded, {}
         snapshot, lay, keys = loaded.tables.snapshot, loaded.layout, loaded.opts.partition_by

@@ -26,6 +26,7 @@ from dbt.adapters.chaintable.base.options import INTEGRAL_TYPES, ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Loaded
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
+from dbt.adapters.chaintable.merge.sql import ORDER_SENSITIVE_FUNCTIONS
 
 # the data column of t__cumulative after the table's own: on the first key of each block of
 # keys, the block's bitmap (see mask_key); NULL on the other rows
@@ -43,15 +44,6 @@ P_LOCATION = "chaintable.cumulative-location"
 P_ANCHOR_SEQUENCE = "chaintable.anchor-sequence-max"
 # sequence types whose values compare as the integers SQL gives for them (sql/stage.py)
 ORDINAL_SEQUENCE_TYPES = (*INTEGRAL_TYPES, "date", "timestamp")
-# aggregates whose result depends on the order of their inputs; the rowkind field's merged
-# value (the kind of the latest row) depends on it too
-ORDER_SENSITIVE = (
-    "first_value",
-    "last_value",
-    "first_non_null_value",
-    "last_non_null_value",
-    "listagg",
-)
 
 
 def mask_key(opts: ChainOptions, types: Mapping[str, str]) -> str | None:
@@ -154,7 +146,8 @@ def incremental(opts: ChainOptions, value_columns: Sequence[str]) -> bool:
             opts.sequence_field
             or (opts.rowkind_field and not opts.ignore_delete)
             or any(
-                c in opts.aggregate_functions and opts.aggregate_function(c) in ORDER_SENSITIVE
+                c in opts.aggregate_functions
+                and opts.aggregate_function(c) in ORDER_SENSITIVE_FUNCTIONS
                 for c in members
             )
         )
@@ -165,7 +158,7 @@ def incremental(opts: ChainOptions, value_columns: Sequence[str]) -> bool:
     if opts.merge_engine == "aggregation":
         # the rowkind field merges to the kind of the latest insert or update: order-sensitive
         return not opts.rowkind_field and not any(
-            opts.aggregate_function(c) in ORDER_SENSITIVE for c in value_columns
+            opts.aggregate_function(c) in ORDER_SENSITIVE_FUNCTIONS for c in value_columns
         )
     return True
 
@@ -230,7 +223,7 @@ class Cumulative:
         and it serves the day again if the snapshot partition is dropped."""
         out = []
         for part, stamps in sorted(self.stored.items()):
-            group, chain = self.state.split(part)
+            group, chain = self.state.layout.split(part)
             plan = self.state.plan_read(group, chain, use_snapshot=False)
             keep = self.expected(plan) if plan is not None else None
             out += [part + (s,) for s in sorted(stamps) if s != keep]
@@ -260,7 +253,7 @@ class Cumulative:
         for part, stamps in sorted(self.stored.items()):
             if part not in self.state.snapshots:
                 continue  # a delta-only day: `affected`
-            group, chain = self.state.split(part)
+            group, chain = self.state.layout.split(part)
             plan = self.state.plan_read(group, chain, use_snapshot=False)
             if plan is None:
                 continue
@@ -277,12 +270,15 @@ class Cumulative:
         each group, each from the previous day's C when that one serves or is built before."""
         wanted = sorted(
             {tuple(d) for d in days},
-            key=lambda v: (self.state.split(v)[0], self.state.sort_key(self.state.split(v)[1])),
+            key=lambda v: (
+                self.state.layout.split(v)[0],
+                self.state.sort_key(self.state.layout.split(v)[1]),
+            ),
         )
         ready = {k: s for k, v in self.stored.items() for s in v if self._serves(k, s)}
         out = []
         for day in wanted:
-            group, chain = self.state.split(day)
+            group, chain = self.state.layout.split(day)
             plan = self.state.plan_read(group, chain)
             if plan is None or plan.from_snapshot:
                 continue
@@ -298,14 +294,9 @@ class Cumulative:
         return out
 
     def _serves(self, part: Values, stamp_: str) -> bool:
-        group, chain = self.state.split(part)
+        group, chain = self.state.layout.split(part)
         plan = self.state.plan_read(group, chain)
         return plan is not None and not plan.from_snapshot and self.expected(plan) == stamp_
-
-
-def with_stamp(parts: Mapping[Values, str]) -> list[Values]:
-    """{partition: stamp} -> partition values with the stamp appended (C's partition values)."""
-    return [p + (s,) for p, s in sorted(parts.items())]
 
 
 def served_days(

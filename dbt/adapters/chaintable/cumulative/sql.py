@@ -115,20 +115,6 @@ def build_sql(
     return merged if passed is None else f"{passed} UNION ALL {merged}"
 
 
-def read_sql(
-    opts: ChainOptions,
-    columns: Sequence[str],
-    anchor_sql: str | None,
-    cumulative_sql: str,
-    keys_sql: str,
-    mask: str | None = None,
-) -> str:
-    """A day's full state from its anchor and its cumulative delta: the anchor rows whose key the
-    cumulative delta does not hold (its keys, one row each, from `keys_sql`, broadcast), and its
-    live rows. With `mask` (cumulative.mask_key) `keys_sql` gives C's mask rows instead."""
-    return " UNION ALL ".join(read_parts(opts, columns, anchor_sql, cumulative_sql, keys_sql, mask))
-
-
 def block(column_sql: str) -> str:
     """The block of 64 key values a key falls in (its mask row's key)."""
     return f"shiftright(CAST({column_sql} AS BIGINT), {MASK_SHIFT})"
@@ -147,7 +133,10 @@ def read_parts(
     keys_sql: str,
     mask: str | None = None,
 ) -> list[str]:
-    """`read_sql` as the SELECTs of its UNION ALL."""
+    """A day's full state from its anchor and its cumulative delta, as the SELECTs of a UNION
+    ALL: the anchor rows whose key the cumulative delta does not hold (its keys, one row each,
+    from `keys_sql`, broadcast), and its live rows. With `mask` (plan.mask_key) `keys_sql` gives
+    C's mask rows instead."""
     keys = list(opts.merge_keys)
     live = f"SELECT {cols_sql(columns)} FROM ({cumulative_sql}) __c WHERE NOT {is_retract(opts)}"
     if anchor_sql is None:

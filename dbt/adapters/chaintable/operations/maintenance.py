@@ -241,7 +241,7 @@ class Maintenance:
         # they are recompacted (ChainState.expirable)
         stale = [loaded.layout.parse(k) for k in loaded.stale()]
         snapshots, deltas, held = state.expirable(stale)
-        for g in sorted({state.split(p)[0] for p in stale}):
+        for g in sorted({state.layout.split(p)[0] for p in stale}):
             kept = (
                 "not expired"
                 if g in held
@@ -253,8 +253,8 @@ class Maintenance:
                 f"(chain_status lists them); {kept} until they are recompacted"
             )
         return expire.plan_expiration(
-            [state.split(p) for p in snapshots],
-            [state.split(p) for p in deltas],
+            [state.layout.split(p) for p in snapshots],
+            [state.layout.split(p) for p in deltas],
             time_of,
             now,
             timestamps.parse_duration(opts.expiration_time),
@@ -357,7 +357,7 @@ class Maintenance:
             values = state.partition_of(parse_partition_spec(partition))
         except ChainPlanError as e:
             raise ChainPlanError(f"drop_chain_partition {relation}: {e.msg}") from e
-        group, chain = state.split(values)
+        group, chain = state.layout.split(values)
         label = loaded.layout.path(values)
         if branch not in BRANCHES:
             raise ChainPlanError(f"drop_chain_partition: branch must be one of {list(BRANCHES)}")

@@ -85,7 +85,7 @@ def render(
         ]
         detail.append(((plan.group, state.sort_key(plan.chain)), row))
     for p in state.snapshots:
-        group, chain = state.split(p)
+        group, chain = state.layout.split(p)
         row = [state.describe_group(group), _chain(opts, chain), "snapshot", "-", "snapshot"]
         detail.append(((group, state.sort_key(chain)), row))
     lines += _table(

@@ -162,7 +162,7 @@ def empty_partitions(
     if not spec:
         return []
     chain = tuple(spec[c] for c in opts.chain_keys)
-    groups = set(state.groups()) | {state.split(p)[0] for p in staged}
+    groups = set(state.groups()) | {state.layout.split(p)[0] for p in staged}
     gfilter = {i: spec[c] for i, c in enumerate(opts.group_keys) if c in spec}
     if len(gfilter) == state.n_group:
         groups.add(tuple(spec[c] for c in opts.group_keys))
