@@ -51,7 +51,7 @@ from common import (
     table_properties,
 )
 
-from dbt.adapters.chaintable.base.options import P_VIEW_MAP
+from dbt.adapters.chaintable.base.keys import P_VIEW_MAP
 
 SCHEMA, SRC = "bench", "bench_src"
 VALUE_COLS = ["name", "status", "amount", "qty", "note"]
@@ -305,11 +305,8 @@ def view_planning(spark, day: str, groups: int, repeats: int = 5) -> dict[str, A
     stored SQL as a subquery (the same plan without the view's lookup), and of the snapshot
     table alone (the lower bound); with the view's shape (top-level branches, literal delta
     days and mapped days, as the adapter's planner lays them out)."""
-    from dbt.adapters.chaintable.base.options import (
-        DEFAULT_VIEW_RECENT,
-        P_VIEW_RECENT,
-        ChainOptions,
-    )
+    from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT, P_VIEW_RECENT
+    from dbt.adapters.chaintable.base.options import ChainOptions
     from dbt.adapters.chaintable.base.partitions import parse_partition_path
     from dbt.adapters.chaintable.chain.state import ChainState
 

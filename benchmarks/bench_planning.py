@@ -137,11 +137,8 @@ def plan_time(spark, sql: str, repeats: int = 3) -> dict[str, float]:
 def pure_planner(spark) -> dict[str, Any]:
     """What the adapter's Catalog.load + planner + renderer do for one view refresh, timed in parts:
     catalog listing (through this SparkSession) and the pure Python planning."""
-    from dbt.adapters.chaintable.base.options import (
-        DEFAULT_VIEW_RECENT,
-        P_VIEW_RECENT,
-        ChainOptions,
-    )
+    from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT, P_VIEW_RECENT
+    from dbt.adapters.chaintable.base.options import ChainOptions
     from dbt.adapters.chaintable.base.partitions import parse_partition_path
     from dbt.adapters.chaintable.chain.state import ChainState
     from dbt.adapters.chaintable.view.sql import ViewSql

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dbt.adapters.chaintable.base.config import ChainTableConfig, ModelSettings
-from dbt.adapters.chaintable.base.options import ChainConfigError
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.impl import ChainTableAdapter
 
 BASE = {

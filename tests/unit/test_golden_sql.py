@@ -17,13 +17,10 @@ from typing import Any
 import pytest
 
 from dbt.adapters.chaintable.base import versions
-from dbt.adapters.chaintable.base.options import (
-    P_BRANCH,
-    P_VIEW_RECENT,
-    ChainConfigError,
-    ChainOptions,
-)
+from dbt.adapters.chaintable.base.keys import P_BRANCH, P_VIEW_RECENT
+from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.properties import mirror_key
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.base.versions import in_version
 from dbt.adapters.chaintable.publish import safety
 from tests.unit.fake_catalog import FakeConnections, fake_adapter

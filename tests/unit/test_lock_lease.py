@@ -10,8 +10,8 @@ from contextlib import contextmanager
 import pytest
 
 from dbt.adapters.chaintable.base.config import lease_of
-from dbt.adapters.chaintable.base.options import ChainConfigError
 from dbt.adapters.chaintable.base.properties import REDACTED, mirror_key
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.publish.lease import Heartbeat, LeaseLostError
 

@@ -5,7 +5,9 @@ import re
 
 import pytest
 
-from dbt.adapters.chaintable.base.options import ChainConfigError, ChainOptions, dropped_options
+from dbt.adapters.chaintable.base.keys import dropped_options
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.merge import sql as merge
 from dbt.adapters.chaintable.merge.sql import ANCHOR, ORD, RESET, RETRACT
 from dbt.adapters.chaintable.run import stage

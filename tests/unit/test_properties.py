@@ -10,7 +10,8 @@ import re
 import pytest
 
 from dbt.adapters.chaintable.base import statements as S
-from dbt.adapters.chaintable.base.options import ChainConfigError, ChainOptions, CompactionPolicy
+from dbt.adapters.chaintable.base.compaction_policy import CompactionPolicy
+from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.properties import (
     DEFAULT_PATTERNS,
     REDACTED,
@@ -18,6 +19,7 @@ from dbt.adapters.chaintable.base.properties import (
     read_back,
     stored,
 )
+from dbt.adapters.chaintable.base.values import ChainConfigError
 
 SPARK_DEFAULTS = [re.compile(r"(?i)url"), re.compile(r"(?i)secret|password|token|access[.]?key")]
 

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from dbt.adapters.chaintable.base.options import DEFAULT_VIEW_RECENT, ChainOptions
+from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT
+from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import ChainPlanError
 from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.view.sql import ViewSql

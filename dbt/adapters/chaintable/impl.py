@@ -17,8 +17,8 @@ from dbt.adapters.contracts.relation import RelationType
 from dbt.adapters.spark.impl import SparkAdapter
 
 from dbt.adapters.chaintable.base.config import ChainTableConfig
-from dbt.adapters.chaintable.base.options import ChainConfigError
 from dbt.adapters.chaintable.base.runner import Runner
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain.catalog import (
     Catalog,
     name_of,

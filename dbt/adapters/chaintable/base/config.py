@@ -10,14 +10,11 @@ from typing import Any
 
 from dbt.adapters.spark.impl import SparkConfig
 
-from dbt.adapters.chaintable.base.options import (
-    BRANCHES,
-    ChainConfigError,
-    ChainOptions,
-    reserved_property,
-)
+from dbt.adapters.chaintable.base.keys import BRANCHES, reserved_property
+from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Layout, parse_partition_spec
 from dbt.adapters.chaintable.base.timestamps import ExpirationConfigError, parse_duration
+from dbt.adapters.chaintable.base.values import ChainConfigError
 
 DEFAULT_LEASE = dt.timedelta(minutes=5)
 

@@ -11,12 +11,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import unquote
 
-from dbt.adapters.chaintable.base.options import (
-    INTEGRAL_TYPES,
-    ChainConfigError,
-    ChainOptions,
-    parse_bool,
-)
+from dbt.adapters.chaintable.base.keys import INTEGRAL_TYPES
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.values import ChainConfigError, parse_bool
 
 Values = tuple[str, ...]
 

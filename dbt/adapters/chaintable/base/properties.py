@@ -18,15 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from dbt.adapters.chaintable.base.options import (
+from dbt.adapters.chaintable.base.keys import (
     P_ENGINE,
     P_FIELD_PREFIX,
     P_PARTITION,
     P_PRIMARY_KEY,
     P_ROWKIND,
     P_SEQUENCE,
-    ChainConfigError,
 )
+from dbt.adapters.chaintable.base.values import ChainConfigError
 
 REDACTED = "*********(redacted)"  # Spark's replacement text (Utils.REDACTION_REPLACEMENT_TEXT)
 # Spark's two default redaction patterns, one regex (both are matched case-insensitively)

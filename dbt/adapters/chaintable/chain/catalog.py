@@ -13,15 +13,14 @@ from typing import Any
 from dbt.adapters.base.relation import BaseRelation
 
 from dbt.adapters.chaintable.base import statements as S
-from dbt.adapters.chaintable.base.options import (
+from dbt.adapters.chaintable.base.keys import (
     P_HISTORY_START,
     P_STALE,
-    ChainConfigError,
-    ChainOptions,
     history_from_properties,
     stale_from_properties,
     stale_to_property,
 )
+from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import (
     ChainPlanError,
     Layout,
@@ -31,6 +30,7 @@ from dbt.adapters.chaintable.base.partitions import (
 )
 from dbt.adapters.chaintable.base.properties import read_back
 from dbt.adapters.chaintable.base.runner import Runner, logger
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain.state import ChainState
 
 SNAPSHOT_SUFFIX = "__snapshot"

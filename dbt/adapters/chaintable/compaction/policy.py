@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dbt.adapters.chaintable.base.options import CompactionPolicy
+from dbt.adapters.chaintable.base.compaction_policy import CompactionPolicy
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 

@@ -22,7 +22,8 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dbt.adapters.chaintable.base.options import INTEGRAL_TYPES, ChainOptions
+from dbt.adapters.chaintable.base.keys import INTEGRAL_TYPES
+from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Loaded
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dbt.adapters.chaintable.base.options import INTEGRAL_TYPES, RETRACTABLE_FUNCTIONS, ChainOptions
+from dbt.adapters.chaintable.base.keys import INTEGRAL_TYPES, RETRACTABLE_FUNCTIONS
+from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.quoting import cols_sql, q, string
 
 ROW_KINDS = ("+I", "-U", "+U", "-D")

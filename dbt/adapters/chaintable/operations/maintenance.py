@@ -10,12 +10,7 @@ from dbt.adapters.base.relation import BaseRelation
 
 from dbt.adapters.chaintable.base import timestamps, versions
 from dbt.adapters.chaintable.base.failpoints import failpoint
-from dbt.adapters.chaintable.base.options import (
-    BRANCHES,
-    P_LAST_EXPIRE_CHECK,
-    ChainConfigError,
-    history_from_properties,
-)
+from dbt.adapters.chaintable.base.keys import BRANCHES, P_LAST_EXPIRE_CHECK, history_from_properties
 from dbt.adapters.chaintable.base.partitions import (
     ChainPlanError,
     Values,
@@ -25,6 +20,7 @@ from dbt.adapters.chaintable.base.partitions import (
 )
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables, Loaded
 from dbt.adapters.chaintable.chain.state import ReadPlan
 from dbt.adapters.chaintable.compaction import policy

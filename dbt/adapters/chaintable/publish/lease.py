@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from dbt.adapters.chaintable.base import statements as S
-from dbt.adapters.chaintable.base.options import ChainConfigError
 from dbt.adapters.chaintable.base.properties import read_back
 from dbt.adapters.chaintable.base.runner import Runner, logger
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.publish import safety
 
 

@@ -9,9 +9,9 @@ from typing import Any
 from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base import timestamps
 from dbt.adapters.chaintable.base.config import ModelSettings
-from dbt.adapters.chaintable.base.options import ChainConfigError
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import is_string_type
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain.catalog import Catalog
 from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.merge import sql as merge

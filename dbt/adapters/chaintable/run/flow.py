@@ -21,16 +21,13 @@ from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base import versions
 from dbt.adapters.chaintable.base.config import ModelSettings
 from dbt.adapters.chaintable.base.failpoints import failpoint
-from dbt.adapters.chaintable.base.options import (
-    P_BRANCH,
-    ChainConfigError,
-    ChainOptions,
-    dropped_options,
-)
+from dbt.adapters.chaintable.base.keys import P_BRANCH, dropped_options
+from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.quoting import is_string_type
 from dbt.adapters.chaintable.base.runner import logger
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.base.versions import version_location
 from dbt.adapters.chaintable.chain.catalog import (
     METADATA_CACHE_TTL,

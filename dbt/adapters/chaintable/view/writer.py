@@ -11,7 +11,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base import versions
-from dbt.adapters.chaintable.base.options import DEFAULT_VIEW_RECENT, P_VIEW_MAP, P_VIEW_RECENT
+from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT, P_VIEW_MAP, P_VIEW_RECENT
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.chain.state import ChainState
