@@ -52,6 +52,7 @@ from common import (
 )
 
 from dbt.adapters.chaintable.base.keys import P_VIEW_MAP
+from dbt.adapters.chaintable.view.layout import view_layout
 
 SCHEMA, SRC = "bench", "bench_src"
 VALUE_COLS = ["name", "status", "amount", "qty", "note"]
@@ -322,7 +323,7 @@ def view_planning(spark, day: str, groups: int, repeats: int = 5) -> dict[str, A
         for t in (snap, delta)
     }
     state = ChainState.build(opts, parts[snap], parts[delta], dict(cols))
-    literal, mapped = state.view_layout(int(props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT))
+    literal, mapped = view_layout(state, int(props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT))
     text = next(
         r[1]
         for r in spark.sql(f"DESCRIBE TABLE EXTENDED {SCHEMA}.ods_chain").collect()

@@ -141,6 +141,7 @@ def pure_planner(spark) -> dict[str, Any]:
     from dbt.adapters.chaintable.base.options import ChainOptions
     from dbt.adapters.chaintable.base.partitions import parse_partition_path
     from dbt.adapters.chaintable.chain.state import ChainState
+    from dbt.adapters.chaintable.view.layout import view_layout
     from dbt.adapters.chaintable.view.sql import ViewSql
 
     snap, delta = f"{SCHEMA}.hist__snapshot", f"{SCHEMA}.hist__delta"
@@ -159,7 +160,7 @@ def pure_planner(spark) -> dict[str, Any]:
     )
     recent = int(props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)  # as ViewWriter.refresh
     view_sql = ViewSql(opts, [c for c, _ in cols], dict(cols), snap, delta).view(
-        state.view_layout(recent), (f"{SCHEMA}.hist__chain_map", "bench")
+        view_layout(state, recent), (f"{SCHEMA}.hist__chain_map", "bench")
     )
     t2 = time.perf_counter()
     return {

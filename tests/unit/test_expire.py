@@ -18,6 +18,7 @@ from dbt.adapters.chaintable.expiration.plan import (
     ExpireSegment,
     GroupExpiration,
     check_snapshot_drop,
+    expirable,
     format_plan,
     plan_expiration,
 )
@@ -563,7 +564,7 @@ class TestStaleSnapshots:
     def test_only_the_history_before_the_first_stale_snapshots_anchor_expires(self):
         state = self.state()
         # CN: delta 0210 rewritten, so snapshot 0301 is stale; its rebuild reads 0201 and 0210
-        snaps, deltas, held = state.expirable([("CN", "20250301")])
+        snaps, deltas, held = expirable(state, [("CN", "20250301")])
         assert snaps == [
             ("CN", "20250101"),
             ("CN", "20250201"),
@@ -597,7 +598,7 @@ class TestStaleSnapshots:
 
     def test_a_stale_snapshot_with_no_earlier_one_holds_its_whole_group(self):
         state = self.state()
-        snaps, deltas, held = state.expirable([("US", "20250101"), ("US", "20250301")])
+        snaps, deltas, held = expirable(state, [("US", "20250101"), ("US", "20250301")])
         assert held == {("US",)}
         assert [p for p in snaps + deltas if p[0] == "US"] == []
         assert len(snaps) == 3 and len(deltas) == 3  # CN untouched

@@ -13,7 +13,9 @@ import pytest
 
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.compaction.plan import plan_compaction, stale_after_compaction
 from dbt.adapters.chaintable.expiration import plan as expire
+from dbt.adapters.chaintable.expiration.plan import expirable
 
 OPTS = ChainOptions(partition_by=("g", "dt"), chain_keys=("dt",), primary_key=("k", "g", "dt"))
 GROUPS = [("a",), ("b",), ("c",)]
@@ -99,8 +101,8 @@ class Model:
             self.stale.discard(part)
 
     def compact(self, n, overwrite):
-        plan = self.state().plan_compaction(
-            {"dt": day(n)[0]}, overwrite=overwrite, history=self.kept_from
+        plan = plan_compaction(
+            self.state(), {"dt": day(n)[0]}, overwrite=overwrite, history=self.kept_from
         )
         for p in plan.writes:
             merged = self.read(p)
@@ -109,15 +111,14 @@ class Model:
             self.snap[p.group + p.chain] = {k: ("+I", v) for k, v in merged.items()}
         # what chain_compact does with the stale marks
         self.stale = {
-            tuple(k)
-            for k in self.state().stale_after_compaction(plan.writes, {s: s for s in self.stale})
+            tuple(k) for k in stale_after_compaction(plan.writes, {s: s for s in self.stale})
         }
         return plan
 
     def expire(self, now_day, max_num):
         state = self.state()
         # what expiration_plan does: keep what the stale snapshots are rebuilt from
-        snapshots, deltas, _ = state.expirable(self.stale)
+        snapshots, deltas, _ = expirable(state, self.stale)
         plan = expire.plan_expiration(
             [state.layout.split(p) for p in snapshots],
             [state.layout.split(p) for p in deltas],

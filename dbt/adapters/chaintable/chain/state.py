@@ -1,8 +1,8 @@
-"""Pure planning of chain reads and compaction (docs/design.md#read-rules, #compaction):
-partitions in, plans out.
+"""Pure planning of chain reads (docs/design.md#read-rules): partitions in, plans out.
 
-Nothing here talks to Spark; the adapter lists partitions, calls these functions and renders
-the plans as SQL (sqlgen.py). Every rule about anchors and delta ranges lives here, once.
+Nothing here talks to Spark; the adapter lists partitions, asks the state how each partition is
+read and renders the plans as SQL (read/render.py). Every rule about anchors and delta ranges
+lives here, once; the view, compaction and expiration plan over this state in their packages.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from dbt.adapters.chaintable.base.partitions import (
     Layout,
     Values,
     format_partition,
-    g_in,
     spark_value,
 )
 
@@ -38,18 +37,6 @@ class ReadPlan:
     from_snapshot: bool
     anchor: Values | None = None
     deltas: tuple[Values, ...] = ()
-
-
-@dataclass(frozen=True)
-class CompactionPlan:
-    chain: Values
-    writes: tuple[ReadPlan, ...]
-    kept: tuple[Values, ...]  # overwrite: groups with a snapshot and no delta at the partition
-    message: str
-
-    @property
-    def written(self) -> bool:
-        return bool(self.writes)
 
 
 @dataclass(frozen=True)
@@ -125,7 +112,7 @@ class ChainState:
         return self._by_group(self.deltas)
 
     @cached_property
-    def _sorted(self) -> tuple[dict[Values, tuple[list[Any], tuple[Values, ...]]], ...]:
+    def sorted_chains(self) -> tuple[dict[Values, tuple[list[Any], tuple[Values, ...]]], ...]:
         """(snapshots, deltas): {group: (sort keys, chain values)} in chain order, built once per
         state so that planning every delta-only partition does not re-sort the history."""
 
@@ -155,7 +142,7 @@ class ChainState:
         if group + chain not in self.deltas:
             return None
         key = self.sort_key(chain)
-        snaps, deltas_by_group = self._sorted
+        snaps, deltas_by_group = self.sorted_chains
         skeys, schains = snaps.get(group, ([], ()))
         below = bisect_left(skeys, key)  # snapshots strictly before `chain`
         anchor = schains[below - 1] if below else None
@@ -169,69 +156,6 @@ class ChainState:
         plans = [self.plan_read(*self.layout.split(p)) for p in self.deltas - self.snapshots]
         return sorted(
             (p for p in plans if p is not None), key=lambda p: (self.sort_key(p.chain), p.group)
-        )
-
-    def view_branches(self) -> list[tuple[Values, list[ReadPlan]]]:
-        """Delta-only reads grouped by chain value: the view gets one branch per chain value
-        (all groups merged together), so its size does not grow with the number of groups."""
-        out: dict[Values, list[ReadPlan]] = {}
-        for plan in self.delta_only():
-            out.setdefault(plan.chain, []).append(plan)
-        return sorted(out.items(), key=lambda kv: self.sort_key(kv[0]))
-
-    def view_layout(
-        self, recent: int
-    ) -> tuple[list[tuple[Values, list[ReadPlan]]], list[ReadPlan]]:
-        """(literal branches, mapped reads). The delta-only chain values after the newest
-        snapshot (of any group) keep a view branch each, at most the newest `recent` of them
-        (literal partition values, pruned at planning time); the reads of older delta-only
-        partitions go through one branch driven by a mapping table (target partition -> anchor
-        and deltas), so the view's text stays bounded however long the history.
-        The mapped set is everything up to the newest snapshot: a daily run, which only adds a
-        newer partition, leaves it as it is (its mapping need not be rewritten) until a
-        compaction moves the newest snapshot or more than `recent` days pass without one."""
-        branches = self.view_branches()
-        snaps, _ = self._sorted
-        newest = max((keys[-1] for keys, _ in snaps.values() if keys), default=None)
-        after = len(branches)
-        for i, (chain, _) in enumerate(branches):
-            if newest is None or self.sort_key(chain) > newest:
-                after = i
-                break
-        cut = max(len(branches) - max(recent, 0), after)
-        return branches[cut:], [p for _, plans in branches[:cut] for p in plans]
-
-    def mapped_runs(self, mapped: Sequence[ReadPlan], cap: int) -> list[tuple[str, str]]:
-        """Ranges (low, high) of the first chain key, oldest first, that hold the first value of
-        every partition in `mapped` and no first value that only partitions read another way
-        have (snapshot partitions, literal branches): the view filters its mapped branches by
-        them, so a query of a stored day between mapped days folds those branches away at
-        planning time. Past `cap` runs the oldest merge into one (a wider range prunes less,
-        and the view's text stays bounded)."""
-        inside = {p.chain[0] for p in mapped}
-        firsts = inside | {self.layout.split(p)[1][0] for p in self.snapshots | self.deltas}
-        runs: list[list[str]] = []
-        last_inside = False
-        for value in sorted(firsts, key=lambda v: self.sort_key((v,))):
-            if value in inside and last_inside:
-                runs[-1][1] = value
-            elif value in inside:
-                runs.append([value, value])
-            last_inside = value in inside
-        if len(runs) > cap > 0:
-            runs = [[runs[0][0], runs[-cap][1]], *runs[len(runs) - cap + 1 :]]
-        return [(low, high) for low, high in runs]
-
-    def stored_in(self, runs: Sequence[tuple[str, str]]) -> bool:
-        """Whether a snapshot partition's first chain value lies in one of `runs` (a value
-        stored for one group and mapped for another, a stored hour of a mapped day, or a
-        stored day inside the merged oldest run)."""
-        bounds = [(self.sort_key((low,)), self.sort_key((high,))) for low, high in runs]
-        firsts = {self.layout.split(p)[1][0] for p in self.snapshots}
-        return any(
-            low <= key <= high
-            for key in (self.sort_key((v,)) for v in firsts)
-            for low, high in bounds
         )
 
     # ---- partition specs ---------------------------------------------------------------------
@@ -292,63 +216,6 @@ class ChainState:
         start = history.get(group)
         return start is not None and self.sort_key(chain) <= self.sort_key(start)
 
-    def plan_compaction(
-        self,
-        spec: Mapping[str, str],
-        overwrite: bool = False,
-        history: Mapping[Values, Values] | None = None,
-        only: Iterable[Values] | None = None,
-    ) -> CompactionPlan:
-        """`only`: of the groups the spec matches, these (the compaction policy's due ones)."""
-        chain, groups = self.resolve_spec(spec)
-        if only is not None:
-            wanted = set(only)
-            groups = [g for g in groups if g in wanted]
-        history = history or {}
-        label = format_partition(self.opts.chain_keys, chain)
-        existing = tuple(g for g in groups if g + chain in self.snapshots)
-        with_delta = [g for g in groups if g + chain in self.deltas]
-        if existing and not overwrite:
-            where = ", ".join(self.describe_group(g) for g in existing)
-            return CompactionPlan(
-                chain,
-                (),
-                (),
-                (
-                    f"snapshot branch already has partition {label} ({where}); nothing written "
-                    "(use overwrite: true to recompute it)"
-                ),
-            )
-        writes = tuple(
-            p
-            for p in (self.plan_read(g, chain, use_snapshot=False) for g in with_delta)
-            if p is not None
-        )
-        # an overwrite with no anchor left after expiration would rebuild from deltas alone
-        guarded = tuple(
-            p.group
-            for p in writes
-            if p.anchor is None
-            and g_in(p.group, existing)
-            and self.before_history(p.group + chain, history)
-        )
-        writes = tuple(p for p in writes if p.group not in guarded)
-        kept = tuple(g for g in existing if g + chain not in self.deltas or g in guarded)
-        if guarded:
-            label += (
-                " (kept for "
-                + ", ".join(self.describe_group(g) for g in guarded)
-                + ": expiration dropped the history before it, it cannot be rebuilt)"
-            )
-        if not writes:
-            return CompactionPlan(chain, (), kept, f"no data to compact for {label}")
-        return CompactionPlan(
-            chain,
-            writes,
-            kept,
-            f"compacting {label} into the snapshot branch for {len(writes)} group(s)",
-        )
-
     # ---- invalidation --------------------------------------------------------------------
     def stale_after_delta_write(self, written: Iterable[Values]) -> dict[Values, Values]:
         """Snapshots built on a delta partition that is being rewritten: the later snapshots of
@@ -367,53 +234,6 @@ class ChainState:
                     break
                 stale.setdefault(g + s, part)
         return stale
-
-    def expirable(self, stale: Iterable[Values]) -> tuple[list[Values], list[Values], set[Values]]:
-        """The snapshots and deltas expiration may visit, and the groups it may not touch at
-        all. A stale snapshot is recompacted (overwrite) from its nearest earlier snapshot and
-        the deltas after it, and the stale snapshots after it in its group are rebuilt from
-        what follows it: in its group only the history before that anchor expires (the anchor
-        is then the newest snapshot expiration can keep), and without such an anchor none of
-        it."""
-        first: dict[Values, Any] = {}  # group: sort key of its earliest stale snapshot
-        for part in stale:
-            g, c = self.layout.split(tuple(part))
-            first[g] = min(first.get(g, self.sort_key(c)), self.sort_key(c))
-        snaps = self._sorted[0]
-        bound: dict[Values, Any] = {}  # group: sort key of that snapshot's anchor, or None
-        for g, key in first.items():
-            skeys = snaps.get(g, ([], ()))[0]
-            below = bisect_left(skeys, key)  # snapshots strictly before it
-            bound[g] = skeys[below - 1] if below else None
-
-        def visits(p: Values, anchor_too: bool) -> bool:
-            g, c = self.layout.split(p)
-            if g not in bound:
-                return True
-            b = bound[g]
-            return b is not None and (self.sort_key(c) <= b if anchor_too else self.sort_key(c) < b)
-
-        held = {g for g, b in bound.items() if b is None}
-        return (
-            [p for p in sorted(self.snapshots) if visits(p, True)],
-            [p for p in sorted(self.deltas) if visits(p, False)],
-            held,
-        )
-
-    @staticmethod
-    def stale_after_compaction(
-        writes: Iterable[ReadPlan], stale: Mapping[Values, Any]
-    ) -> dict[Values, Any]:
-        """Stale marks after compacting `writes`: a snapshot rebuilt from a fresh anchor (or from
-        deltas only) is no longer stale; one rebuilt on a stale anchor inherits its mark."""
-        out = dict(stale)
-        for p in writes:
-            anchor = p.group + p.anchor if p.anchor is not None else None
-            if anchor is not None and anchor in stale:
-                out[p.group + p.chain] = stale[anchor]
-            else:
-                out.pop(p.group + p.chain, None)
-        return out
 
     def describe_group(self, group: Values) -> str:
         if not group:

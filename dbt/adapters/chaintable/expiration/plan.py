@@ -10,12 +10,14 @@ and the newest snapshot before the cutoff always stays as the anchor.
 from __future__ import annotations
 
 import datetime as dt
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.timestamps import ExpirationConfigError
+from dbt.adapters.chaintable.chain.state import ChainState
 
 Partition = tuple[Values, Values]  # (group values, chain values)
 
@@ -186,3 +188,38 @@ def format_plan(
             for s in g.segments
         ]
     return lines
+
+
+def expirable(
+    state: ChainState, stale: Iterable[Values]
+) -> tuple[list[Values], list[Values], set[Values]]:
+    """The snapshots and deltas expiration may visit, and the groups it may not touch at
+    all. A stale snapshot is recompacted (overwrite) from its nearest earlier snapshot and
+    the deltas after it, and the stale snapshots after it in its group are rebuilt from
+    what follows it: in its group only the history before that anchor expires (the anchor
+    is then the newest snapshot expiration can keep), and without such an anchor none of
+    it."""
+    first: dict[Values, Any] = {}  # group: sort key of its earliest stale snapshot
+    for part in stale:
+        g, c = state.layout.split(tuple(part))
+        first[g] = min(first.get(g, state.sort_key(c)), state.sort_key(c))
+    snaps = state.sorted_chains[0]
+    bound: dict[Values, Any] = {}  # group: sort key of that snapshot's anchor, or None
+    for g, key in first.items():
+        skeys = snaps.get(g, ([], ()))[0]
+        below = bisect_left(skeys, key)  # snapshots strictly before it
+        bound[g] = skeys[below - 1] if below else None
+
+    def visits(p: Values, anchor_too: bool) -> bool:
+        g, c = state.layout.split(p)
+        if g not in bound:
+            return True
+        b = bound[g]
+        return b is not None and (state.sort_key(c) <= b if anchor_too else state.sort_key(c) < b)
+
+    held = {g for g, b in bound.items() if b is None}
+    return (
+        [p for p in sorted(state.snapshots) if visits(p, True)],
+        [p for p in sorted(state.deltas) if visits(p, False)],
+        held,
+    )

@@ -24,10 +24,11 @@ from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables, Loaded
 from dbt.adapters.chaintable.chain.state import ReadPlan
 from dbt.adapters.chaintable.compaction import policy
+from dbt.adapters.chaintable.compaction.plan import plan_compaction, stale_after_compaction
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.cumulative.plan import served_days
 from dbt.adapters.chaintable.expiration import plan as expire
-from dbt.adapters.chaintable.expiration.plan import ExpirationPlan
+from dbt.adapters.chaintable.expiration.plan import ExpirationPlan, expirable
 from dbt.adapters.chaintable.operations import status as status_mod
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
@@ -166,8 +167,8 @@ class Maintenance:
         clock = Stopwatch()
         loaded = self.catalog.load(relation)
         state, renderer, lay = loaded.state(), Renderer.of(loaded), loaded.layout
-        plan = state.plan_compaction(
-            spec, overwrite=bool(overwrite), history=loaded.history(), only=only
+        plan = plan_compaction(
+            state, spec, overwrite=bool(overwrite), history=loaded.history(), only=only
         )
         logger.info(f"compact_chain {relation}: {plan.message}")
         if not plan.written:
@@ -205,9 +206,7 @@ class Maintenance:
         )
         stale = loaded.stale()
         by_values = {lay.parse(k): v for k, v in stale.items()}
-        after = {
-            lay.path(k): v for k, v in state.stale_after_compaction(plan.writes, by_values).items()
-        }
+        after = {lay.path(k): v for k, v in stale_after_compaction(plan.writes, by_values).items()}
         if after != stale:
             self.catalog.set_stale(loaded.tables, after)
         # the publish added or switched exactly `written` in the snapshot branch (under the lock)
@@ -236,7 +235,7 @@ class Maintenance:
         # a group with stale snapshots keeps the partitions they must be rebuilt from until
         # they are recompacted (ChainState.expirable)
         stale = [loaded.layout.parse(k) for k in loaded.stale()]
-        snapshots, deltas, held = state.expirable(stale)
+        snapshots, deltas, held = expirable(state, stale)
         for g in sorted({state.layout.split(p)[0] for p in stale}):
             kept = (
                 "not expired"

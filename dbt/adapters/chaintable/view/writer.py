@@ -17,6 +17,7 @@ from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
 from dbt.adapters.chaintable.cumulative.plan import Cumulative, served_days
+from dbt.adapters.chaintable.view.layout import mapped_runs, stored_in, view_layout
 from dbt.adapters.chaintable.view.sql import MAP_STAMP, MAP_VERSION, ViewSql
 
 # CREATE OR REPLACE VIEW ... WITH SCHEMA EVOLUTION (Spark 4): the view takes its query's schema
@@ -72,7 +73,7 @@ class ViewWriter:
     ) -> Loaded:
         renderer, cmap = ViewSql.of(loaded), str(loaded.tables.cmap)
         recent = int(loaded.props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)
-        layout = state.view_layout(recent)
+        layout = view_layout(state, recent)
         mapped = layout[1]
         literal = [p for _, plans in layout[0] for p in plans]
         serving = {
@@ -107,13 +108,13 @@ class ViewWriter:
             elif MAP_STAMP not in {c.lower() for c, _ in self.catalog.describe(loaded.tables.cmap)}:
                 self.run(renderer.map_add_stamp(cmap))  # created before it had the column
             self.run(renderer.map_insert(cmap, version, mapped, serving))
-        runs = state.mapped_runs(mapped, MAPPED_RUNS)
+        runs = mapped_runs(state, mapped, MAPPED_RUNS)
         # snapshot partitions `state` leaves out but the table still holds are dropped next:
         # the view stops reading them now, so the drop after the reader grace fails no query
         hidden = sorted(set(loaded.snapshots) - state.snapshots)
         self._replace(
             loaded.tables.view,
-            renderer.view(layout, (cmap, version), serving, runs, state.stored_in(runs), hidden),
+            renderer.view(layout, (cmap, version), serving, runs, stored_in(state, runs), hidden),
             view_exists,
         )
         if reuse:
