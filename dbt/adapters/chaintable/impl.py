@@ -25,8 +25,10 @@ from dbt.adapters.chaintable.chain.catalog import (
     schema_of,
     split_relation,
 )
+from dbt.adapters.chaintable.compaction.compactor import Compactor
 from dbt.adapters.chaintable.connections import ChainTableConnectionManager
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
+from dbt.adapters.chaintable.expiration.expirer import Expirer
 from dbt.adapters.chaintable.operations.maintenance import Maintenance
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.run.flow import ChainRun, RunFlow
@@ -45,9 +47,13 @@ class Chain:
         self.accumulator = Accumulator(
             self.catalog, lambda loaded, days: self.views.refresh(loaded, unserved=days)
         )
-        self.maintenance = Maintenance(self.catalog, self.publisher, self.views, self.accumulator)
+        self.compactor = Compactor(self.catalog, self.publisher, self.views, self.accumulator)
+        self.expirer = Expirer(self.catalog, self.publisher, self.views)
+        self.maintenance = Maintenance(
+            self.catalog, self.publisher, self.views, self.compactor, self.expirer
+        )
         self.runs = RunFlow(
-            self.catalog, self.publisher, self.views, self.accumulator, self.maintenance
+            self.catalog, self.publisher, self.views, self.accumulator, self.compactor, self.expirer
         )
 
 
@@ -128,13 +134,13 @@ class ChainTableAdapter(SparkAdapter):
     def chain_compact(
         self, relation: BaseRelation, partition: Any, overwrite: bool = False
     ) -> bool:
-        return self.chain.maintenance.compact(relation, partition, overwrite)
+        return self.chain.compactor.compact(relation, partition, overwrite)
 
     @available
     def chain_expire(
         self, relation: BaseRelation, now: str | None = None, dry_run: bool = False
     ) -> list[str]:
-        return self.chain.maintenance.expire(relation, now, dry_run)
+        return self.chain.expirer.expire(relation, now, dry_run)
 
     @available
     def chain_status(self, relation: BaseRelation, now: str | None = None) -> str:

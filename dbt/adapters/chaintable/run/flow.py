@@ -38,10 +38,11 @@ from dbt.adapters.chaintable.chain.catalog import (
     name_of,
 )
 from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.compaction.compactor import Compactor
 from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator, Prebuilt
 from dbt.adapters.chaintable.cumulative.plan import Build
-from dbt.adapters.chaintable.operations.maintenance import Maintenance
+from dbt.adapters.chaintable.expiration.expirer import Expirer
 from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
@@ -174,10 +175,11 @@ class RunFlow:
         publisher: Publisher,
         views: ViewWriter,
         accumulator: Accumulator,
-        maintenance: Maintenance,
+        compactor: Compactor,
+        expirer: Expirer,
     ):
         self.catalog, self.publisher, self.views = catalog, publisher, views
-        self.accumulator, self.maintenance = accumulator, maintenance
+        self.accumulator, self.compactor, self.expirer = accumulator, compactor, expirer
         self.run = catalog.runner.run
 
     # ---- before the model's SQL runs ------------------------------------------------------------
@@ -783,7 +785,7 @@ class RunFlow:
         rule = run.opts.compaction
         if rule is not None and rule.mode == "inline":
             try:
-                self.maintenance.compact_due(loaded, f"'{run.model}'")
+                self.compactor.compact_due(loaded, f"'{run.model}'")
             except DbtRuntimeError as e:
                 self.publisher.recover(run.tables)  # the failed write leaves nothing behind
                 warn_or_error(
@@ -801,5 +803,5 @@ class RunFlow:
                 )
                 return "; compaction failed"
         if run.opts.expiration_enabled:
-            self.maintenance.auto_expire(run.tables.view)
+            self.expirer.auto_expire(run.tables.view)
         return ""
