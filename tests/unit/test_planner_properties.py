@@ -87,7 +87,7 @@ class Model:
         state = self.state()
         written = [g + day(n) for g in groups]
         if any(state.before_history(p, self.kept_from) for p in written):
-            return  # the run is refused (run.py, RunFlow._plan): expired history cannot change
+            return  # the run is refused (run/planner.py, RunPlanner.plan): expired history cannot change
         for part in written:
             rows = {}
             for k in self.rnd.sample(range(10), self.rnd.randint(0, 4)):

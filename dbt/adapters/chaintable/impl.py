@@ -31,7 +31,9 @@ from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.expiration.expirer import Expirer
 from dbt.adapters.chaintable.operations.maintenance import Maintenance
 from dbt.adapters.chaintable.publish.publisher import Publisher
-from dbt.adapters.chaintable.run.flow import ChainRun, RunFlow
+from dbt.adapters.chaintable.run.finish import Finisher
+from dbt.adapters.chaintable.run.flow import RunFlow
+from dbt.adapters.chaintable.run.model import ChainRun
 from dbt.adapters.chaintable.view.writer import ViewWriter
 
 
@@ -52,9 +54,10 @@ class Chain:
         self.maintenance = Maintenance(
             self.catalog, self.publisher, self.views, self.compactor, self.expirer
         )
-        self.runs = RunFlow(
+        finisher = Finisher(
             self.catalog, self.publisher, self.views, self.accumulator, self.compactor, self.expirer
         )
+        self.runs = RunFlow(self.catalog, self.publisher, self.accumulator, finisher)
 
 
 class ChainTableAdapter(SparkAdapter):

@@ -17,8 +17,7 @@ from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.merge import sql as merge
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.run import stage as stage_sql
-
-Columns = Sequence[tuple[str, str]]
+from dbt.adapters.chaintable.run.model import Columns
 
 
 def _key_text(columns: Sequence[str], values: Sequence[Any]) -> str:
