@@ -193,33 +193,3 @@ def check_partition_times(settings: ModelSettings, parts: Sequence[Values]) -> N
                 f"chain_incremental model '{settings.model}': partition "
                 f"{settings.layout.path(part)}: {e}; nothing was written"
             ) from None
-
-
-def schema_change(
-    settings: ModelSettings, delta: str, stage_cols: Columns, table_cols: Columns
-) -> tuple[list[tuple[str, str]], str]:
-    """How the model's columns differ from the stored ones, under on_schema_change (ignore |
-    fail | append_new_columns): (columns to append to both branches, what to log). Both
-    branches always keep one schema, so removed or retyped columns are refused."""
-    mode = settings.on_schema_change
-    have = {c.lower(): t for c, t in table_cols}
-    new = {c.lower(): t for c, t in stage_cols}
-    added = [(c, t) for c, t in stage_cols if c.lower() not in have]
-    removed = [c for c, _ in table_cols if c.lower() not in new]
-    retyped = [
-        f"{c} {have[c.lower()]} -> {new[c.lower()]}"
-        for c, _ in table_cols
-        if c.lower() in new and new[c.lower()] != have[c.lower()]
-    ]
-    if not (added or removed or retyped):
-        return [], ""
-    desc = (
-        f"chain_incremental model '{settings.model}': the model's columns differ from "
-        f"{delta}: added {[c for c, _ in added]}, removed {removed}, "
-        f"type changed {retyped}"
-    )
-    if mode == "fail" or removed or retyped:
-        raise ChainConfigError(desc + f" (on_schema_change={mode}); nothing was written")
-    if mode == "append_new_columns":
-        return added, desc + "; appended to both branches"
-    return [], desc + "; new columns ignored (on_schema_change=ignore)"

@@ -12,8 +12,7 @@ from dataclasses import replace
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable.base import statements as S
-from dbt.adapters.chaintable.base.keys import P_BRANCH, dropped_options
-from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.keys import P_BRANCH
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import is_string_type
 from dbt.adapters.chaintable.base.runner import logger
@@ -24,6 +23,7 @@ from dbt.adapters.chaintable.cumulative.accumulate import Accumulator, Prebuilt
 from dbt.adapters.chaintable.cumulative.plan import Build
 from dbt.adapters.chaintable.run import checks
 from dbt.adapters.chaintable.run import stage as stage_sql
+from dbt.adapters.chaintable.run.changes import ChangeSet, change_set, full_refresh_reason
 from dbt.adapters.chaintable.run.model import (
     ChainRun,
     Columns,
@@ -47,13 +47,11 @@ class RunPlanner:
         if not run.publishes:
             return {}
         props = self.catalog.properties(run.tables.snapshot)
-        stored = ChainOptions.from_properties(str(run.tables.snapshot), props)
-        changed = run.opts.structural_differences(stored)
-        if changed:
-            desc = "; ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
+        reason = full_refresh_reason(run.opts, str(run.tables.snapshot), props)
+        if reason:
             raise ChainConfigError(
-                f"chain_incremental model '{run.model}': {desc} changes how stored partitions "
-                "are read; run with --full-refresh to rebuild the chain table"
+                f"chain_incremental model '{run.model}': {reason}; run with --full-refresh to "
+                "rebuild the chain table"
             )
         return props
 
@@ -97,7 +95,6 @@ class RunPlanner:
             staged, lowest = [stage.partition], {}
         else:
             staged, lowest = self.check_stage(run, stage, stage_cols)
-        props = opts.to_properties()
         added_at = None
         if run.full_refresh and run.exists:
             old = cat.load(tables.view)
@@ -106,33 +103,25 @@ class RunPlanner:
                 f"and {len(old.deltas)} delta partitions"
             )
         if not run.publishes:
-            self.run(S.drop_view(str(tables.view)))
-            for rel in (tables.snapshot, tables.delta, tables.cmap, tables.cumulative):
-                self.run(S.drop_table(str(rel)))
-            ordered = table_order(stage_cols, opts)
-            for branch in ("snapshot", "delta"):
-                self.run(
-                    create_sql(run, tables.branch(branch), ordered, {**props, P_BRANCH: branch})
-                )
-            loaded = cat.load(tables.view)
+            loaded = self._create_branches(run, stage_cols)
         else:
-            columns = table_order(stage_cols, opts)
             stored_cols = cat.describe(tables.snapshot)
             try:
-                added, message = checks.schema_change(
-                    run.settings, str(tables.delta), columns, stored_cols
+                changes = change_set(
+                    run.settings,
+                    (str(tables.snapshot), str(tables.delta)),
+                    stored,
+                    stored_cols,
+                    table_order(stage_cols, opts),
                 )
             except ChainConfigError:
                 if deferred:  # bad rows are told first, as on any other run
                     checks.check_stage(cat, run.settings, stage.source(tables.stage), stage_cols)
                 raise
-            dropped = dropped_options(stored, props)
-            kept = {k: v for k, v in stored.items() if k not in dropped}
             # the catalog as this run leaves it (the options below), listed once
-            loaded = cat.loaded(tables, {**kept, **props}, stored_cols, names)
-            changes = added or dropped or any(stored.get(k) != v for k, v in props.items())
+            loaded = cat.loaded(tables, changes.properties_after(stored), stored_cols, names)
             if deferred and (
-                changes
+                changes.changes_tables
                 or before_history(loaded, staged)
                 or (checked_by := self.accumulator.checkable(loaded, staged[0])) is None
             ):
@@ -141,21 +130,7 @@ class RunPlanner:
                 deferred = False
                 staged, lowest = self.check_stage(run, stage, stage_cols)
             self._refuse_expired_history(run, loaded, staged)  # before anything changes
-            if added:
-                # the cumulative delta too: the view reads it until it is refreshed
-                for rel in (tables.snapshot, tables.delta, tables.cumulative):
-                    if rel is not tables.cumulative or cat.exists(rel, listed(names, rel)):
-                        self.run(S.add_columns(str(rel), added))
-                added_at = time.monotonic()
-                loaded = replace(loaded, columns=tuple(cat.describe(tables.snapshot)))
-            if message:
-                logger.info(message)
-            if any(stored.get(k) != v for k, v in props.items()):  # a config option changed
-                for rel in (tables.snapshot, tables.delta):
-                    cat.set_properties(rel, props)
-            if dropped:
-                for rel in (tables.snapshot, tables.delta):
-                    self.run(S.unset_properties(str(rel), dropped))
+            loaded, added_at = self.evolve(run, loaded, changes, names)
         return self.write_plan(
             run,
             loaded,
@@ -283,3 +258,40 @@ class RunPlanner:
                 None,
             )
         return replace(plan, loaded=loaded), prebuilt
+
+    def _create_branches(self, run: ChainRun, stage_cols: Columns) -> Loaded:
+        """A first run or full refresh: the chain's tables dropped and its branches created
+        with the model's columns; returns the new catalog."""
+        tables, props = run.tables, run.opts.to_properties()
+        self.run(S.drop_view(str(tables.view)))
+        for rel in (tables.snapshot, tables.delta, tables.cmap, tables.cumulative):
+            self.run(S.drop_table(str(rel)))
+        ordered = table_order(stage_cols, run.opts)
+        for branch in ("snapshot", "delta"):
+            self.run(create_sql(run, tables.branch(branch), ordered, {**props, P_BRANCH: branch}))
+        return self.catalog.load(tables.view)
+
+    def evolve(
+        self, run: ChainRun, loaded: Loaded, changes: ChangeSet, names: frozenset[str] | None
+    ) -> tuple[Loaded, float | None]:
+        """Apply `changes` to the branches; returns the catalog after it and, when columns were
+        added, the time.monotonic() of the ADD COLUMNS (the view waits for other sessions'
+        cached schemas from then: Finisher)."""
+        tables, cat = run.tables, self.catalog
+        added_at = None
+        if changes.add_columns:
+            # the cumulative delta too: the view reads it until it is refreshed
+            for rel in (tables.snapshot, tables.delta, tables.cumulative):
+                if rel is not tables.cumulative or cat.exists(rel, listed(names, rel)):
+                    self.run(S.add_columns(str(rel), changes.add_columns))
+            added_at = time.monotonic()
+            loaded = replace(loaded, columns=tuple(cat.describe(tables.snapshot)))
+        if changes.message:
+            logger.info(changes.message)
+        if changes.set_properties:  # a config option changed
+            for rel in (tables.snapshot, tables.delta):
+                cat.set_properties(rel, changes.set_properties)
+        if changes.unset_properties:
+            for rel in (tables.snapshot, tables.delta):
+                self.run(S.unset_properties(str(rel), changes.unset_properties))
+        return loaded, added_at
