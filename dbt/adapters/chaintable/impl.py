@@ -30,7 +30,9 @@ from dbt.adapters.chaintable.connections import ChainTableConnectionManager
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.expiration.expirer import Expirer
 from dbt.adapters.chaintable.operations.maintenance import Maintenance
+from dbt.adapters.chaintable.publish.lock import ChainLock
 from dbt.adapters.chaintable.publish.publisher import Publisher
+from dbt.adapters.chaintable.publish.recovery import Recovery
 from dbt.adapters.chaintable.run.finish import Finisher
 from dbt.adapters.chaintable.run.flow import RunFlow
 from dbt.adapters.chaintable.run.model import ChainRun
@@ -45,7 +47,8 @@ class Chain:
     def __init__(self, runner: Runner):
         self.catalog = Catalog(runner)
         self.views = ViewWriter(self.catalog)
-        self.publisher = Publisher(self.catalog, self.views)
+        recovery = Recovery(self.catalog, self.views)
+        self.publisher = Publisher(self.catalog, ChainLock(self.catalog, recovery), recovery)
         self.accumulator = Accumulator(
             self.catalog, lambda loaded, days: self.views.refresh(loaded, unserved=days)
         )

@@ -32,7 +32,7 @@ REDACTED = "*********(redacted)"  # Spark's replacement text (Utils.REDACTION_RE
 # Spark's two default redaction patterns, one regex (both are matched case-insensitively)
 DEFAULT_PATTERNS = re.compile(r"secret|password|token|access[.]?key|url", re.IGNORECASE)
 MIRROR_PREFIX = "chaintable.hex."
-# the keys the adapter reads back: its own state, Paimon's chain options (options.py)
+# the keys the adapter reads back: its own state, Paimon's chain options (keys.py)
 _OWN_PREFIXES = ("chaintable.", "chain-table.", P_FIELD_PREFIX, "partition.", "partial-update.")
 _OWN_KEYS = (P_PRIMARY_KEY, P_PARTITION, P_SEQUENCE, P_ROWKIND, P_ENGINE)
 

@@ -47,7 +47,7 @@ def spec_sql(columns: Sequence[str], values: Sequence[str]) -> str:
 
 def properties_sql(props: Mapping[str, str]) -> str:
     """The body of a TBLPROPERTIES clause, keys sorted: each property, and the unredacted mirror
-    of each one that Spark's redaction would hide when it is read back (sql/properties.py)."""
+    of each one that Spark's redaction would hide when it is read back (properties.py)."""
     written = stored(props)
     return ", ".join(f"{string(k)} = {string(v)}" for k, v in sorted(written.items()))
 

@@ -102,7 +102,7 @@ def create_scratch_as(relation: str, sql: str) -> str:
 
 
 def create_gc_table(relation: str) -> str:
-    """The managed scratch table whose dropped partitions delete directories (publish.py)."""
+    """The managed scratch table whose dropped partitions delete directories (publish/recovery.py)."""
     return (
         f"CREATE TABLE IF NOT EXISTS {relation} (unused INT, d STRING) USING parquet "
         "PARTITIONED BY (d)"

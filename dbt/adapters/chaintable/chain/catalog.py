@@ -84,9 +84,7 @@ class ChainTables:
     gc: BaseRelation  # managed scratch table: dropping its partitions deletes old directories
     lock: BaseRelation  # a view whose existence means a writer is at work
     cmap: BaseRelation  # which partitions feed each older delta-only partition (the view reads it)
-    cumulative: (
-        BaseRelation  # the cumulative delta (cumulative.py): derived, rebuilt from both branches
-    )
+    cumulative: BaseRelation  # the cumulative delta (cumulative/plan.py): derived, rebuilt from both branches
 
     @classmethod
     def of(cls, relation: BaseRelation) -> ChainTables:

@@ -48,7 +48,7 @@ class Compactor:
                 f"compact_chain {relation}: overwrite needs a partition (without one it compacts "
                 "what the compaction policy says is due, which has no snapshot to overwrite)"
             )
-        with self.publisher.locked(ChainTables.of(relation), "compact_chain"):
+        with self.publisher.lock.locked(ChainTables.of(relation), "compact_chain"):
             if due:
                 return self.compact_due(self.catalog.load(relation), "compact_chain")
             return self._compact(relation, parse_partition_spec(partition), rewrite)

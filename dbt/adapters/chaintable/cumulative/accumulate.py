@@ -104,7 +104,7 @@ class Accumulator:
         opts = loaded.opts
         if (
             not cumulative.build_checks_rows(opts)
-            # the tie test lives in the window the mask's blocks share (sql/cumulative._rows)
+            # the tie test lives in the window the mask's blocks share (cumulative/sql.py, _rows)
             or cumulative.mask_key(opts, loaded.types) is None
             or loaded.cumulative is None
             or loaded.props.get(cumulative.P_LAYOUT) != cumulative.LAYOUT

@@ -43,7 +43,7 @@ P_LOCATION = "chaintable.cumulative-location"
 # anchors' bounds that let a build leave the anchor out (anchor_can_win); an entry counts only
 # while the partition still has that location (every publish gives a partition a new one)
 P_ANCHOR_SEQUENCE = "chaintable.anchor-sequence-max"
-# sequence types whose values compare as the integers SQL gives for them (sql/stage.py)
+# sequence types whose values compare as the integers SQL gives for them (run/stage.py)
 ORDINAL_SEQUENCE_TYPES = (*INTEGRAL_TYPES, "date", "timestamp")
 
 

@@ -91,7 +91,7 @@ class Expirer:
             return self._apply_expiration(
                 loaded, self.expiration_plan(loaded, parse_now(now)), dry_run=True
             )
-        with self.publisher.locked(ChainTables.of(relation), "expire_chain"):
+        with self.publisher.lock.locked(ChainTables.of(relation), "expire_chain"):
             loaded = self.catalog.load(relation)
             plan = self.expiration_plan(loaded, parse_now(now))
             return self._apply_expiration(loaded, plan, dry_run=False)

@@ -57,7 +57,7 @@ class Maintenance:
     # ---- dropping one partition ---------------------------------------------------------------
     def drop_partition(self, relation: BaseRelation, partition: Any, branch: str) -> str:
         """Drop one partition of a branch, refusing a snapshot that later deltas depend on."""
-        with self.publisher.locked(ChainTables.of(relation), "drop_chain_partition"):
+        with self.publisher.lock.locked(ChainTables.of(relation), "drop_chain_partition"):
             return self._drop_partition(relation, partition, branch)
 
     def _drop_partition(self, relation: BaseRelation, partition: Any, branch: str) -> str:

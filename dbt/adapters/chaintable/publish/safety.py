@@ -1,4 +1,5 @@
-"""Crash safety and mutual exclusion, the pure parts (impl.py runs the SQL).
+"""Crash safety and mutual exclusion, the pure parts (lock.py, recovery.py and publisher.py run
+the SQL).
 
 Publishing. Spark's INSERT OVERWRITE of a parquet partition deletes the old files, then moves the
 new ones in: a crash in between loses the partition. So a chain write never overwrites in place.

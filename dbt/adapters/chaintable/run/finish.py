@@ -73,7 +73,7 @@ class Finisher:
             return False
         if stage.bare:  # its directory is the one partition, rows or none
             if stage.partition not in plan.written:  # --empty: nothing to publish
-                self.publisher.gc(tables, [stage.directory])
+                self.publisher.recovery.gc(tables, [stage.directory])
                 return True
             self.publisher.publish(
                 target,
@@ -181,9 +181,9 @@ class Finisher:
                 "invalidated snapshot partitions",
                 Renderer.of(loaded).drop_partitions(str(tables.snapshot), invalidated),
             )
-        self.publisher.invalidated(tables)  # the lock forgets what it named for recovery
+        self.publisher.lock.invalidated(tables)  # the lock forgets what it named for recovery
         if not stage_dropped:
-            self.publisher.drop_scratch(tables)
+            self.publisher.recovery.drop_scratch(tables)
         return loaded
 
     def maintain(self, run: ChainRun, loaded: Loaded) -> str:
@@ -199,7 +199,9 @@ class Finisher:
             try:
                 self.compactor.compact_due(loaded, f"'{run.model}'")
             except DbtRuntimeError as e:
-                self.publisher.recover(run.tables)  # the failed write leaves nothing behind
+                self.publisher.recovery.recover(
+                    run.tables
+                )  # the failed write leaves nothing behind
                 warn_or_error(
                     AdapterEventWarning(
                         name=logger.name,

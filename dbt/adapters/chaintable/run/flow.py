@@ -123,7 +123,7 @@ class RunFlow:
         )
         operation = f"run of model '{run.model}'"
         lease = run.settings.lock_lease
-        with self.publisher.locked(run.tables, operation, bare, lease) as names:
+        with self.publisher.lock.locked(run.tables, operation, bare, lease) as names:
             stored = self.planner.stored_properties(run)
             stage = self.stager.stage(run, compiled_code, run_id, single, bare)
             failpoint("run.staged")
@@ -142,7 +142,7 @@ class RunFlow:
                     run.branch == "delta"
                     and plan.loaded.state().stale_after_delta_write(plan.written)
                 ):
-                    self.publisher.invalidating(
+                    self.publisher.lock.invalidating(
                         run.tables, stage.run_id, run.opts.partition_by, plan.written, invalidated
                     )
             stage_dropped = self.finisher.write(run, stage, plan)

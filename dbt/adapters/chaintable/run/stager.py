@@ -36,7 +36,7 @@ class Stager:
         target branch: `single`, the one partition the run can write (single_partition), in a
         bare directory (`bare`: what the lock records of it); else an external table
         partitioned and bucketed like the target. After the checks the partitions are
-        published as they are (safety.py). A first run or full refresh stages a plain table."""
+        published as they are (publish/safety.py). A first run or full refresh stages a plain table."""
         cols = self.catalog.describe_query(compiled_code)
         run.opts.validate_columns(run.model, [c for c, _ in cols], dict(cols))  # first
         # no stage is left over: taking the lock ran the recovery, which drops it
@@ -53,7 +53,7 @@ class Stager:
         stage = Stage(run_id, info["Location"], provider, single, tuple(cols))
         if stage.bare:
             self.run(S.write_directory(stage.directory, provider, compiled_code))
-            self.publisher.staged(run.tables, bare or {})
+            self.publisher.lock.staged(run.tables, bare or {})
             return stage
         self.run(
             create_sql(

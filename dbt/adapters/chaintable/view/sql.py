@@ -19,7 +19,7 @@ from dbt.adapters.chaintable.read.render import NONE, Renderer
 # such a name (Spark then fails every query that filters the partition column)
 MAP_BRANCH = "ct__branch"
 MAP_VERSION = "ct__version"
-# a mapped day served from the cumulative delta: its C partition's stamp (cumulative.py), on the
+# a mapped day served from the cumulative delta: its C partition's stamp (cumulative/plan.py), on the
 # row of branch 'cumulative'; that day's anchor is on a row of branch 'anchor'
 MAP_STAMP = "ct__stamp"
 
@@ -34,7 +34,7 @@ def source_col(chain_key: str) -> str:
 
 def max_first(plans: Sequence[ReadPlan]) -> str:
     """The newest value of the first chain key among `plans` (sorted by chain value, as the
-    planner returns them)."""
+    state plans them)."""
     return plans[-1].chain[0]
 
 
@@ -50,7 +50,7 @@ class ViewSql(Renderer):
         stored_in_runs: bool = True,
         hidden: Sequence[Values] = (),
     ) -> str:
-        """Every partition of snapshot ∪ delta at its full state, laid out as the planner said
+        """Every partition of snapshot ∪ delta at its full state, laid out as view/layout.py said
         (`ChainState.view_layout`: literal branches, mapped reads). Snapshot partitions are one
         branch however many there are; each literal chain value is a branch projecting its
         values as literals, so `WHERE dt = 'X'` prunes all other branches at planning time. The
@@ -158,7 +158,7 @@ class ViewSql(Renderer):
         plans: Sequence[ReadPlan],
         serving: Mapping[Values, str] = NONE,
     ) -> str:
-        """One version of the mapping: the planner's anchor and deltas of each read in `plans`
+        """One version of the mapping: the planned anchor and deltas of each read in `plans`
         (the anchor and the C partition of the days `serving` names)."""
         names = cols_sql([c for c, _ in self.map_columns()])
         return (
