@@ -21,7 +21,7 @@ from dbt.adapters.chaintable.chain.sql import ChainSql
 from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
 from dbt.adapters.chaintable.cumulative.plan import Cumulative, served_days
-from dbt.adapters.chaintable.merge.sql import value_columns
+from dbt.adapters.chaintable.merge.rules import value_columns
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Loaded
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
-from dbt.adapters.chaintable.merge.sql import ORDER_SENSITIVE_FUNCTIONS
+from dbt.adapters.chaintable.merge.rules import ORDER_SENSITIVE_FUNCTIONS
 
 # the data column of t__cumulative after the table's own: on the first key of each block of
 # keys, the block's bitmap (see mask_key); NULL on the other rows

@@ -19,7 +19,9 @@ from dbt.adapters.chaintable.cumulative.plan import (
     Build,
     mask_key,
 )
-from dbt.adapters.chaintable.merge.sql import ANCHOR, Types, _merge, _pick_one, is_retract
+from dbt.adapters.chaintable.merge.ranked import pick_one
+from dbt.adapters.chaintable.merge.rules import ANCHOR, Types, is_retract
+from dbt.adapters.chaintable.merge.sql import merge_select
 
 
 def _on(keys: Sequence[str], left: str, right: str) -> str:
@@ -58,13 +60,13 @@ def build_sql(
     (the state grows with the chain, the day's changes do not).
     `cluster`: the partition of the caller's window over the result (the mask window). For
     deduplicate and first-row every state row is then ranked instead, in a window that shares
-    its shuffle (see merge._ranked: one shuffle of the day's rows, not two, and no joins of the
+    its shuffle (see merge.rank_rows: one shuffle of the day's rows, not two, and no joins of the
     state; measured on the benchmark's day-14 build: 1.16 -> 0.66 s at 2M rows, 1.74 -> 1.45 s
     at 10M). Other engines ignore it: only a pick-one merge gives a state row alone back.
-    `tie_rows`: with `cluster`, rows that tie in that window fail the query (merge._ranked)."""
+    `tie_rows`: with `cluster`, rows that tie in that window fail the query (merge.rank_rows)."""
     keys = list(opts.merge_keys)
-    pick_one = opts.merge_engine in ("deduplicate", "first-row")
-    cluster = cluster if pick_one else ()
+    picks_one = opts.merge_engine in ("deduplicate", "first-row")
+    cluster = cluster if picks_one else ()
     inputs = [f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e"]
     touched = _distinct_keys(keys, delta_sql)  # the day's changed keys
     passed = None
@@ -83,19 +85,19 @@ def build_sql(
         # a live state row is merged state (like an anchor row: a count carries its value); a
         # tombstone is the retraction that removed the key. deduplicate and first-row count
         # nothing: there ANCHOR marks the stand-ins only
-        state_flag = "false" if pick_one else f"NOT {is_retract(opts)}"
+        state_flag = "false" if picks_one else f"NOT {is_retract(opts)}"
         inputs.append(
             f"SELECT {cols_sql(columns)}, {state_flag} AS {ANCHOR} FROM ({state_sql}) __s"
         )
     if anchor_sql is not None:
         lookup = touched
-        if state_sql is not None and not pick_one:
+        if state_sql is not None and not picks_one:
             lookup = (
                 f"(SELECT * FROM {lookup} __n LEFT ANTI JOIN "
                 f"{_distinct_keys(keys, state_sql)} __o ON {_on(keys, '__n', '__o')})"
             )
         anchor_cols = cols_sql(columns, "__a")
-        if pick_one:
+        if picks_one:
             ranking = {c.lower() for c in [*keys, *opts.chain_keys, opts.sequence_field] if c}
             anchor_cols = ", ".join(
                 f"__a.{q(c)}" if c.lower() in ranking else f"NULL AS {q(c)}" for c in columns
@@ -107,11 +109,13 @@ def build_sql(
         )
     union = " UNION ALL ".join(inputs)
     if cluster:
-        merged = _pick_one(
+        merged = pick_one(
             opts, columns, union, keys, True, drop_anchor=True, cluster=cluster, tie_rows=tie_rows
         )
     else:
-        merged = _merge(opts, columns, union, keys, types, keep_deletes=True, drop_anchor=pick_one)
+        merged = merge_select(
+            opts, columns, union, keys, types, keep_deletes=True, drop_anchor=picks_one
+        )
     return merged if passed is None else f"{passed} UNION ALL {merged}"
 
 

@@ -14,7 +14,7 @@ from dbt.adapters.chaintable.base.quoting import is_string_type
 from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain.catalog import Catalog
 from dbt.adapters.chaintable.cumulative import plan as cumulative
-from dbt.adapters.chaintable.merge import sql as merge
+from dbt.adapters.chaintable.merge import rules
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.run import stage as stage_sql
 from dbt.adapters.chaintable.run.model import Columns
@@ -74,14 +74,14 @@ def check_stage(
         row = fetch(bad_kind_sql)[0]
         raise ChainConfigError(
             f"chain_incremental model '{model}': rowkind_field '{opts.rowkind_field}' must be "
-            f"one of {list(merge.ROW_KINDS)}, got {row[-1]!r} for key "
+            f"one of {list(rules.ROW_KINDS)}, got {row[-1]!r} for key "
             f"{_key_text(opts.primary_key, row)}; nothing was written"
         )
     refused_sql = stage_sql.refused_sql(opts, names, source)
     if refused_sql and sum(int(v or 0) for v in refused):
         row = fetch(refused_sql)[0]
         raise ChainConfigError(
-            f"chain_incremental model '{model}': {merge.refusal(opts, names)}; got a "
+            f"chain_incremental model '{model}': {rules.refusal(opts, names)}; got a "
             f"{row[-1]!r} row for key {_key_text(opts.primary_key, row)}; "
             "nothing was written"
         )

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, string
 from dbt.adapters.chaintable.cumulative.sql import sequence_ordinal
-from dbt.adapters.chaintable.merge.sql import (
+from dbt.adapters.chaintable.merge.ranked import prepared
+from dbt.adapters.chaintable.merge.rules import (
     ANCHOR,
     ORDER_SENSITIVE_FUNCTIONS,
     ROW_KINDS,
-    _order_exprs,
-    _prepared,
     is_retract,
+    order_exprs,
     refusal,
     value_columns,
 )
@@ -150,8 +150,8 @@ def tied_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> str
             return None
         having += f" AND count(DISTINCT struct({cols_sql(sensitive)})) > 1"
     raw = f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({source_sql}) __raw"
-    rows = _prepared(opts, columns, raw, refuse=False)
-    group = [q(c) for c in opts.primary_key] + _order_exprs(opts, partition=False)
+    rows = prepared(opts, columns, raw, refuse=False)
+    group = [q(c) for c in opts.primary_key] + order_exprs(opts, partition=False)
     return (
         f"SELECT {cols_sql(shown)}, count(*) FROM ({rows}) __t GROUP BY {', '.join(group)} "
         f"HAVING {having} LIMIT 1"
