@@ -30,7 +30,6 @@ LONG = {
     "so the order of drops, builds and records after a publish reads as one story",
     ("cumulative/sql.py", "build_sql"): "one statement: its parts are the clauses of a single "
     "query, whose order docs/design.md#cumulative-delta explains",
-    ("operations/status.py", "render"): "the text of chain_status, line by line",
     ("run/checks.py", "check_stage"): "the stage's checks are one scan; each refusal follows "
     "from the same summary row",
     ("run/planner.py", "plan"): "the order of the run's checks and changes before a publish "

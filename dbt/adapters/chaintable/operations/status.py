@@ -9,6 +9,7 @@ from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values, format_partition
 from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.compaction.policy import Verdict
+from dbt.adapters.chaintable.expiration.plan import ExpirationPlan, format_plan
 
 
 def _chain(opts: ChainOptions, chain: Values | None) -> str:
@@ -47,27 +48,43 @@ def render(
     opts: ChainOptions,
     state: ChainState,
     stale: Mapping[str, str],
-    expiration: Any = None,
+    expiration: ExpirationPlan | None = None,
     serving: Any = None,
     compaction: Sequence[Verdict] | None = None,
 ) -> str:
     """`serving`: the delta-only days (group + chain values) read from the cumulative delta;
     None when it is switched off. `compaction`: the policy's verdict per group (None: no
     chain_compaction configured)."""
-    lines: list[str] = []
-    rows = []
-    for g in group_summaries(opts, state):
-        rows.append(
-            [
-                state.describe_group(g["group"]),
-                str(len(g["snapshots"])),
-                str(len(g["deltas"])),
-                _chain(opts, g["latest_snapshot"]),
-                str(g["chain_length"]),
-            ]
-        )
-    lines += _table(["group", "snapshots", "deltas", "latest snapshot", "chain length"], rows)
-    lines.append("")
+    lines = _groups(opts, state) + [""] + _reads(opts, state, serving)
+    if stale:
+        lines += [
+            "",
+            "stale snapshots (built before a delta they include was rewritten; "
+            "recompact with overwrite: true):",
+        ]
+        lines += [f"  {snap}  (delta {delta} rewritten)" for snap, delta in sorted(stale.items())]
+    lines += [""] + _compaction(opts, state, compaction)
+    if expiration is not None:
+        lines += [""] + _expiration(opts, expiration)
+    return "\n".join(lines)
+
+
+def _groups(opts: ChainOptions, state: ChainState) -> list[str]:
+    rows = [
+        [
+            state.describe_group(g["group"]),
+            str(len(g["snapshots"])),
+            str(len(g["deltas"])),
+            _chain(opts, g["latest_snapshot"]),
+            str(g["chain_length"]),
+        ]
+        for g in group_summaries(opts, state)
+    ]
+    return _table(["group", "snapshots", "deltas", "latest snapshot", "chain length"], rows)
+
+
+def _reads(opts: ChainOptions, state: ChainState, serving: Any) -> list[str]:
+    """How each partition is read: as a snapshot, or merged from its anchor and deltas."""
     detail = []  # (group, typed chain order) and the row
     for plan in state.delta_only():
         if serving is None:
@@ -88,51 +105,37 @@ def render(
         group, chain = state.layout.split(p)
         row = [state.describe_group(group), _chain(opts, chain), "snapshot", "-", "snapshot"]
         detail.append(((group, state.sort_key(chain)), row))
-    lines += _table(
+    return _table(
         ["group", "partition", "read from (anchor)", "deltas merged", "read as"],
         [row for _, row in sorted(detail, key=lambda kr: kr[0])],
     )
-    if stale:
-        lines += [
-            "",
-            "stale snapshots (built before a delta they include was rewritten; "
-            "recompact with overwrite: true):",
-        ]
-        lines += [f"  {snap}  (delta {delta} rewritten)" for snap, delta in sorted(stale.items())]
-    lines += [""]
-    if opts.compaction is None or compaction is None:
-        lines.append("compaction policy: none (compact_chain compacts the partition it is given)")
-    else:
-        lines.append(f"compaction policy: {opts.compaction.describe()}")
-        lines += _table(
-            ["group", "newest day", "chain length", "due now", "why"],
-            [
-                [
-                    state.describe_group(v.group),
-                    _chain(opts, v.newest),
-                    str(v.chain_length),
-                    "yes" if v.due else "no",
-                    v.reason,
-                ]
-                for v in compaction
-            ],
-        )
-    if expiration is not None:
-        lines += [""]
-        if expiration.is_empty():
-            lines.append(
-                f"expiration (cutoff {expiration.cutoff:%Y-%m-%d %H:%M:%S}): nothing to drop"
-            )
-        else:
-            from dbt.adapters.chaintable.expiration import plan as expire
 
-            lines.append(
-                f"expiration now (cutoff {expiration.cutoff:%Y-%m-%d %H:%M:%S}) would drop:"
-            )
-            lines += [
-                "  " + x
-                for x in expire.format_plan(
-                    expiration, lambda g, c: format_partition(opts.partition_by, g + c)
-                )
+
+def _compaction(
+    opts: ChainOptions, state: ChainState, compaction: Sequence[Verdict] | None
+) -> list[str]:
+    if opts.compaction is None or compaction is None:
+        return ["compaction policy: none (compact_chain compacts the partition it is given)"]
+    return [f"compaction policy: {opts.compaction.describe()}"] + _table(
+        ["group", "newest day", "chain length", "due now", "why"],
+        [
+            [
+                state.describe_group(v.group),
+                _chain(opts, v.newest),
+                str(v.chain_length),
+                "yes" if v.due else "no",
+                v.reason,
             ]
-    return "\n".join(lines)
+            for v in compaction
+        ],
+    )
+
+
+def _expiration(opts: ChainOptions, expiration: ExpirationPlan) -> list[str]:
+    cutoff = f"{expiration.cutoff:%Y-%m-%d %H:%M:%S}"
+    if expiration.is_empty():
+        return [f"expiration (cutoff {cutoff}): nothing to drop"]
+    return [f"expiration now (cutoff {cutoff}) would drop:"] + [
+        "  " + x
+        for x in format_plan(expiration, lambda g, c: format_partition(opts.partition_by, g + c))
+    ]
