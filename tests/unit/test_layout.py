@@ -32,8 +32,6 @@ LONG = {
     "query, whose order docs/design.md#cumulative-delta explains",
     ("run/checks.py", "check_stage"): "the stage's checks are one scan; each refusal follows "
     "from the same summary row",
-    ("run/planner.py", "plan"): "the order of the run's checks and changes before a publish "
-    "(tests/unit/test_golden_sql.py pins it)",
     ("view/sql.py", "view"): "one statement: the view's branches in the order it unions them",
     ("view/writer.py", "_refresh"): "the mapping table's versions and the view switched in "
     "the one order that never shows a reader a missing version",

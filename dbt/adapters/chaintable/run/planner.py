@@ -85,7 +85,7 @@ class RunPlanner:
         a first run, and decide the partitions this run writes (the model's and the empty ones).
         `stored`: the snapshot branch's properties read under the lock; `names`: the chain's
         tables as the lock's recovery listed them."""
-        tables, opts, cat = run.tables, run.opts, self.catalog
+        tables, cat = run.tables, self.catalog
         # a bare directory holds the model's columns as DESCRIBE QUERY gave them
         stage_cols = list(stage.columns) if stage.bare else cat.describe(tables.stage)
         deferred = self._may_defer_checks(run, stage, stage_cols)
@@ -106,18 +106,7 @@ class RunPlanner:
             loaded = self._create_branches(run, stage_cols)
         else:
             stored_cols = cat.describe(tables.snapshot)
-            try:
-                changes = change_set(
-                    run.settings,
-                    (str(tables.snapshot), str(tables.delta)),
-                    stored,
-                    stored_cols,
-                    table_order(stage_cols, opts),
-                )
-            except ChainConfigError:
-                if deferred:  # bad rows are told first, as on any other run
-                    checks.check_stage(cat, run.settings, stage.source(tables.stage), stage_cols)
-                raise
+            changes = self._changes(run, stage, stage_cols, stored, stored_cols, deferred)
             # the catalog as this run leaves it (the options below), listed once
             loaded = cat.loaded(tables, changes.properties_after(stored), stored_cols, names)
             if deferred and (
@@ -140,6 +129,33 @@ class RunPlanner:
             added_at,
             checked_by if deferred and run.publishes else None,
         )
+
+    def _changes(
+        self,
+        run: ChainRun,
+        stage: Stage,
+        stage_cols: Columns,
+        stored: Mapping[str, str],
+        stored_cols: Columns,
+        deferred: bool,
+    ) -> ChangeSet:
+        """The run's change set; a change of columns it refuses is told after the stage's
+        checks when they were deferred (bad rows are told first, as on any other run)."""
+        tables = run.tables
+        try:
+            return change_set(
+                run.settings,
+                (str(tables.snapshot), str(tables.delta)),
+                stored,
+                stored_cols,
+                table_order(stage_cols, run.opts),
+            )
+        except ChainConfigError:
+            if deferred:
+                checks.check_stage(
+                    self.catalog, run.settings, stage.source(tables.stage), stage_cols
+                )
+            raise
 
     def write_plan(
         self,
