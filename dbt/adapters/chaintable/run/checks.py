@@ -3,12 +3,13 @@ of a run, the partitions it writes and the model's columns against the stored sc
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base import timestamps
 from dbt.adapters.chaintable.base.config import ModelSettings
+from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import is_string_type
 from dbt.adapters.chaintable.base.values import ChainConfigError
@@ -18,6 +19,9 @@ from dbt.adapters.chaintable.merge import rules
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.run import stage as stage_sql
 from dbt.adapters.chaintable.run.model import Columns
+
+# a query's rows (Runner.fetch)
+Fetch = Callable[[str], list[tuple[Any, ...]]]
 
 
 def _key_text(columns: Sequence[str], values: Sequence[Any]) -> str:
@@ -62,6 +66,39 @@ def check_stage(
         [r[n + i] for r in summary] for i in range(6)
     )
     fetch = catalog.runner.fetch
+    _refuse_bad_rows(fetch, opts, model, names, source, (pk_null, bad_kind, refused))
+    _refuse_ties(fetch, opts, model, names, source, zip(n_rows, n_keys, strict=True))
+    outside_parts = [p for p, o in zip(parts, outside, strict=True) if str(o).lower() == "true"]
+    if outside_parts:
+        raise ChainConfigError(
+            f"chain_incremental model '{model}': rows outside chain_partition "
+            f"{dict(spec or {})}, e.g. partition "
+            f"{settings.layout.path(outside_parts[0])}; "
+            "nothing was written"
+        )
+    if spec:
+        check_spelling(settings, spec, parts)
+        if not parts:
+            check_empty_spelling(catalog, settings, spec, dict(columns))
+    lowest = {
+        p: float(r[n + 6])
+        for p, r in zip(parts, summary, strict=True)
+        if kind and r[n + 6] is not None and not int(r[n + 7] or 0)
+    }
+    return parts, lowest
+
+
+def _refuse_bad_rows(
+    fetch: Fetch,
+    opts: ChainOptions,
+    model: str,
+    names: Sequence[str],
+    source: str,
+    counts: tuple[Sequence[Any], Sequence[Any], Sequence[Any]],
+) -> None:
+    """A NULL key, a bad row kind or a retraction the engine refuses, each counted per partition
+    by the stage's summary (`counts`), named by a query of its own with its first key."""
+    pk_null, bad_kind, refused = counts
     if sum(int(v or 0) for v in pk_null):
         row = fetch(stage_sql.pk_null_sql(opts, source))[0]
         bad = [c for c, v in zip(opts.primary_key, row, strict=False) if v is None]
@@ -85,8 +122,20 @@ def check_stage(
             f"{row[-1]!r} row for key {_key_text(opts.primary_key, row)}; "
             "nothing was written"
         )
+
+
+def _refuse_ties(
+    fetch: Fetch,
+    opts: ChainOptions,
+    model: str,
+    names: Sequence[str],
+    source: str,
+    counts: Iterable[tuple[Any, Any]],
+) -> None:
+    """Rows of one key in one partition that the merge order cannot tell apart; looked for only
+    where a partition has more rows than keys (`counts`: rows and keys per partition)."""
     sql = stage_sql.tied_sql(opts, names, source)
-    tie_possible = any(int(r) > int(k) for r, k in zip(n_rows, n_keys, strict=True))
+    tie_possible = any(int(r) > int(k) for r, k in counts)
     rows = fetch(sql) if sql and tie_possible else []
     if rows:
         shown = list(opts.primary_key) + ([opts.sequence_field] if opts.sequence_field else [])
@@ -100,24 +149,6 @@ def check_stage(
             "the merge order cannot decide between them (add a sequence_field or dedupe "
             "the model); nothing was written"
         )
-    outside_parts = [p for p, o in zip(parts, outside, strict=True) if str(o).lower() == "true"]
-    if outside_parts:
-        raise ChainConfigError(
-            f"chain_incremental model '{model}': rows outside chain_partition "
-            f"{dict(spec or {})}, e.g. partition "
-            f"{settings.layout.path(outside_parts[0])}; "
-            "nothing was written"
-        )
-    if spec:
-        check_spelling(settings, spec, parts)
-        if not parts:
-            check_empty_spelling(catalog, settings, spec, dict(columns))
-    lowest = {
-        p: float(r[n + 6])
-        for p, r in zip(parts, summary, strict=True)
-        if kind and r[n + 6] is not None and not int(r[n + 7] or 0)
-    }
-    return parts, lowest
 
 
 def check_spelling(
