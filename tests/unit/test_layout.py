@@ -30,9 +30,6 @@ LONG = {
     "so the order of drops, builds and records after a publish reads as one story",
     ("cumulative/sql.py", "build_sql"): "one statement: its parts are the clauses of a single "
     "query, whose order docs/design.md#cumulative-delta explains",
-    ("view/sql.py", "view"): "one statement: the view's branches in the order it unions them",
-    ("view/writer.py", "_refresh"): "the mapping table's versions and the view switched in "
-    "the one order that never shows a reader a missing version",
 }
 
 

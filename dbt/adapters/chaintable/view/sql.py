@@ -51,7 +51,7 @@ class ViewSql(Renderer):
         hidden: Sequence[Values] = (),
     ) -> str:
         """Every partition of snapshot ∪ delta at its full state, laid out as view/layout.py said
-        (`ChainState.view_layout`: literal branches, mapped reads). Snapshot partitions are one
+        (`layout.view_layout`: literal branches, mapped reads). Snapshot partitions are one
         branch however many there are; each literal chain value is a branch projecting its
         values as literals, so `WHERE dt = 'X'` prunes all other branches at planning time. The
         mapped reads go through one branch joined to `mapping` (mapping table, version) that
@@ -59,9 +59,9 @@ class ViewSql(Renderer):
         metastore keeps at most 32,700 characters of it).
         The snapshot branch excludes the partitions the view merges: a snapshot published for
         one of them (compaction) is not read twice before the view is refreshed.
-        `runs` (ChainState.mapped_runs): ranges of the first chain key that hold every mapped
+        `runs` (layout.mapped_runs): ranges of the first chain key that hold every mapped
         partition; by default one, from the oldest mapped partition to the newest.
-        `stored_in_runs` (ChainState.stored_in): whether a snapshot partition lies in them; when
+        `stored_in_runs` (layout.stored_in): whether a snapshot partition lies in them; when
         none does, the snapshot branch leaves the runs out altogether and the branch that
         reads stored partitions inside them (an anti join against the mapping) is not written:
         a snapshot published later inside them (a compaction's) is read once the view is
@@ -75,19 +75,10 @@ class ViewSql(Renderer):
         literal, mapped = layout
         # a hidden partition may also be literal (a dropped snapshot day now read by merge):
         # named once
-        own = list(
-            dict.fromkeys(
-                [p.group + chain for chain, plans in literal for p in plans] + list(hidden)
-            )
-        )
+        merged_days = [p.group + chain for chain, plans in literal for p in plans]
+        own = list(dict.fromkeys(merged_days + list(hidden)))
         not_own = f"NOT ({self.in_partitions(own)})" if own else ""
-
-        def snapshot(*conds: str) -> str:
-            conds = tuple(c for c in conds if c)
-            return f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}" + (
-                " WHERE " + " AND ".join(conds) if conds else ""
-            )
-
+        snapshot = self._snapshot
         if not mapped:
             branches = [snapshot(not_own)]
         else:
@@ -99,16 +90,7 @@ class ViewSql(Renderer):
             upto = self.in_runs(runs or [(mapped[0].chain[0], max_first(mapped))])
             branches = [snapshot(f"NOT {upto}", not_own)]
             if stored_in_runs:
-                keys = list(self.opts.group_keys) + [target_col(k) for k in self.opts.chain_keys]
-                on = " AND ".join(
-                    [f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys]
-                    + [f"__s.{q(k)} = __x.{q(target_col(k))}" for k in self.opts.chain_keys]
-                )
-                branches.append(
-                    f"SELECT {cols_sql(self.columns, '__s')} FROM ({snapshot(upto, not_own)}) "
-                    f"__s LEFT ANTI JOIN (SELECT DISTINCT {cols_sql(keys)} FROM "
-                    f"{self._map_version(*mapping)}) __x ON {on}"
-                )
+                branches.append(self._unmapped(snapshot(upto, not_own), mapping))
         branches += [
             self.merged(chain, plans, guard=True, serving=serving) for chain, plans in literal
         ]
@@ -118,6 +100,27 @@ class ViewSql(Renderer):
             mapped_sql = self.mapped_read(*mapping, served=served, merged=merged)
             branches.append(f"SELECT * FROM ({mapped_sql}) __v WHERE {upto}")
         return "\nUNION ALL\n".join(branches)
+
+    def _snapshot(self, *conds: str) -> str:
+        """The snapshot branch's rows where every condition of `conds` given holds."""
+        conds = tuple(c for c in conds if c)
+        return f"SELECT {cols_sql(self.columns)} FROM {self.snapshot}" + (
+            " WHERE " + " AND ".join(conds) if conds else ""
+        )
+
+    def _unmapped(self, snapshot_sql: str, mapping: tuple[str, str]) -> str:
+        """The rows of `snapshot_sql` (stored partitions inside the mapped runs) whose partition
+        the mapping does not target: the view reads those through the mapping instead."""
+        keys = list(self.opts.group_keys) + [target_col(k) for k in self.opts.chain_keys]
+        on = " AND ".join(
+            [f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys]
+            + [f"__s.{q(k)} = __x.{q(target_col(k))}" for k in self.opts.chain_keys]
+        )
+        return (
+            f"SELECT {cols_sql(self.columns, '__s')} FROM ({snapshot_sql}) "
+            f"__s LEFT ANTI JOIN (SELECT DISTINCT {cols_sql(keys)} FROM "
+            f"{self._map_version(*mapping)}) __x ON {on}"
+        )
 
     def in_runs(self, runs: Sequence[tuple[str, str]]) -> str:
         """The first chain key in one of `runs` (low, high), false for NULL."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from dbt.adapters.base.relation import BaseRelation
@@ -14,7 +14,7 @@ from dbt.adapters.chaintable.base import versions
 from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT, P_VIEW_MAP, P_VIEW_RECENT
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
-from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
 from dbt.adapters.chaintable.cumulative.plan import Cumulative, served_days
 from dbt.adapters.chaintable.view.layout import mapped_runs, stored_in, view_layout
@@ -89,25 +89,9 @@ class ViewWriter:
         rows = renderer.map_rows(mapped, serving)
         digest = hashlib.sha1("\n".join(rows).encode()).hexdigest()[:16] if mapped else ""
         recorded = (loaded.props.get(P_VIEW_MAP) or "").split()
-        # the mapping table exists while a version is recorded, and the recorded version's
-        # partition with it (a refresh drops only other versions; both go together otherwise):
-        # a recorded version of the same digest is reused without listing them (a listing
-        # under the lock says whether the table is there: dropped by hand, it is created again)
-        exists = bool(mapped and recorded) and self.catalog.exists(
-            loaded.tables.cmap, loaded.cmap_exists
+        loaded, version, reuse, held = self._mapping(
+            loaded, renderer, mapped, serving, recorded, digest
         )
-        reuse = bool(exists) and len(recorded) == 2 and recorded[1] == digest
-        held: list[str] | None = None  # the versions the table holds, listed when written
-        if exists and not reuse:
-            held = self.catalog.partition_versions(loaded.tables.cmap, exists=True)
-        version = recorded[0] if reuse else (versions.new_run_id() if mapped else "")
-        if mapped and not reuse:
-            if held is None:
-                self.run(renderer.map_create(cmap))
-                loaded = replace(loaded, cmap_exists=True)
-            elif MAP_STAMP not in {c.lower() for c, _ in self.catalog.describe(loaded.tables.cmap)}:
-                self.run(renderer.map_add_stamp(cmap))  # created before it had the column
-            self.run(renderer.map_insert(cmap, version, mapped, serving))
         runs = mapped_runs(state, mapped, MAPPED_RUNS)
         # snapshot partitions `state` leaves out but the table still holds are dropped next:
         # the view stops reading them now, so the drop after the reader grace fails no query
@@ -136,6 +120,40 @@ class ViewWriter:
             "mapping versions no view reads", S.drop_partitions(cmap, [MAP_VERSION], old)
         )
         return loaded
+
+    def _mapping(
+        self,
+        loaded: Loaded,
+        renderer: ViewSql,
+        mapped: Sequence[ReadPlan],
+        serving: Mapping[Values, str],
+        recorded: Sequence[str],
+        digest: str,
+    ) -> tuple[Loaded, str, bool, list[str] | None]:
+        """The mapping's version for `mapped` (its rows' `digest`): the `recorded` one reused,
+        or a new one written. Returns the catalog, the version, whether it was reused, and the
+        versions the table held, listed when a version is written (None: not listed)."""
+        cmap = str(loaded.tables.cmap)
+        # the mapping table exists while a version is recorded, and the recorded version's
+        # partition with it (a refresh drops only other versions; both go together otherwise):
+        # a recorded version of the same digest is reused without listing them (a listing
+        # under the lock says whether the table is there: dropped by hand, it is created again)
+        exists = bool(mapped and recorded) and self.catalog.exists(
+            loaded.tables.cmap, loaded.cmap_exists
+        )
+        reuse = bool(exists) and len(recorded) == 2 and recorded[1] == digest
+        held: list[str] | None = None  # the versions the table holds, listed when written
+        if exists and not reuse:
+            held = self.catalog.partition_versions(loaded.tables.cmap, exists=True)
+        version = recorded[0] if reuse else (versions.new_run_id() if mapped else "")
+        if mapped and not reuse:
+            if held is None:
+                self.run(renderer.map_create(cmap))
+                loaded = replace(loaded, cmap_exists=True)
+            elif MAP_STAMP not in {c.lower() for c, _ in self.catalog.describe(loaded.tables.cmap)}:
+                self.run(renderer.map_add_stamp(cmap))  # created before it had the column
+            self.run(renderer.map_insert(cmap, version, mapped, serving))
+        return loaded, version, reuse, held
 
     def _replace(self, view: BaseRelation, sql: str, exists: bool | None = None) -> None:
         """Point the view at `sql`. An existing view is altered in place: Spark runs CREATE OR
