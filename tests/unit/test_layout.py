@@ -26,8 +26,6 @@ LAYERS = [
 MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 400, 300, 60
 # (module path below the package, definition): why it may stay longer
 LONG = {
-    ("cumulative/accumulate.py", "after_write"): "one pass over a write's days, kept whole "
-    "so the order of drops, builds and records after a publish reads as one story",
     ("cumulative/sql.py", "build_sql"): "one statement: its parts are the clauses of a single "
     "query, whose order docs/design.md#cumulative-delta explains",
 }

@@ -176,12 +176,11 @@ class Accumulator:
         days = cum.affected(written)
         if not days:
             return loaded
-        renderer, opts = ChainSql.of(loaded), loaded.opts
+        opts = loaded.opts
         incremental = cumulative.incremental(opts, value_columns(opts, loaded.column_names))
         builds = cum.builds(days, incremental)
         built = sum(1 for b in builds if b.previous is not None)
         clock = Stopwatch()
-        chains = sorted({b.plan.chain for b in builds}, key=loaded.state().sort_key)
         ready = {prebuilt.partition} if prebuilt is not None else set()
         try:
             loaded = self._ensure_table(loaded)
@@ -189,41 +188,7 @@ class Accumulator:
                 anchorless = {b.plan.group for b in builds} if prebuilt.anchorless else set()
             else:
                 loaded, anchorless = self._anchorless(loaded, builds, lowest or {})
-            with_anchor = cumulative.needs_anchor(opts)
-            root = loaded.props[cumulative.P_LOCATION]
-            parts = set(loaded.cumulative or ())
-            listed = True  # every partition built is in `parts`
-            for i, chain in enumerate(chains, 1):
-                todo = [b for b in builds if b.plan.chain == chain]
-                if len(todo) == 1:  # one group's day (every day of a chain without groups)
-                    b = todo[0]
-                    where = version_location(root, b.stamp)
-                    if b.partition not in ready:
-                        self.run(
-                            cumulative_sql.build_into(renderer, b, where, with_anchor, anchorless)
-                        )
-                    self.run(
-                        cumulative_sql.add_partition(
-                            renderer, b.partition, where, b.partition in parts
-                        )
-                    )
-                    parts.add(b.partition)
-                else:  # many groups' day: one statement for all
-                    self.run(cumulative_sql.build(renderer, chain, todo, with_anchor, anchorless))
-                    listed = False
-                failpoint("cumulative.built")
-                if len(chains) > 1:  # a rebuild of many days: say how far it is
-                    logger.info(
-                        f"{loaded.tables.view}: cumulative delta of day "
-                        f"{loaded.layout.chain_path(chain)} built ({i} of {len(chains)} days, "
-                        f"{len(todo)} partition(s), {clock})"
-                    )
-            if not listed:  # the table exists now (_ensure_table): listed without asking
-                parts = set(self.catalog.cumulative_partitions(loaded.tables, opts, True) or ())
-            for b in builds:  # a day whose deltas changed no key has no rows: still served
-                if b.partition not in parts:
-                    self.run(cumulative_sql.empty(renderer, b.plan.group + b.plan.chain, b.stamp))
-                    parts.add(b.partition)
+            parts = self._build(loaded, builds, ready, anchorless, clock)
         except DbtRuntimeError as e:
             logger.warning(
                 f"{loaded.tables.view}: building the cumulative delta failed, the "
@@ -242,6 +207,52 @@ class Accumulator:
             + f") in {clock}"
         )
         return loaded.with_cumulative(sorted(parts))
+
+    def _build(
+        self,
+        loaded: Loaded,
+        builds: Sequence[cumulative.Build],
+        ready: set[Values],
+        anchorless: set[Values],
+        clock: Stopwatch,
+    ) -> set[Values]:
+        """Write the partitions of `builds` day by day (but those `ready`, built before the
+        publish: only added), and an empty one for a day whose deltas changed no key. Returns
+        every partition of the cumulative delta after them."""
+        renderer, opts = ChainSql.of(loaded), loaded.opts
+        chains = sorted({b.plan.chain for b in builds}, key=loaded.state().sort_key)
+        with_anchor = cumulative.needs_anchor(opts)
+        root = loaded.props[cumulative.P_LOCATION]
+        parts = set(loaded.cumulative or ())
+        listed = True  # every partition built is in `parts`
+        for i, chain in enumerate(chains, 1):
+            todo = [b for b in builds if b.plan.chain == chain]
+            if len(todo) == 1:  # one group's day (every day of a chain without groups)
+                b = todo[0]
+                where = version_location(root, b.stamp)
+                if b.partition not in ready:
+                    self.run(cumulative_sql.build_into(renderer, b, where, with_anchor, anchorless))
+                self.run(
+                    cumulative_sql.add_partition(renderer, b.partition, where, b.partition in parts)
+                )
+                parts.add(b.partition)
+            else:  # many groups' day: one statement for all
+                self.run(cumulative_sql.build(renderer, chain, todo, with_anchor, anchorless))
+                listed = False
+            failpoint("cumulative.built")
+            if len(chains) > 1:  # a rebuild of many days: say how far it is
+                logger.info(
+                    f"{loaded.tables.view}: cumulative delta of day "
+                    f"{loaded.layout.chain_path(chain)} built ({i} of {len(chains)} days, "
+                    f"{len(todo)} partition(s), {clock})"
+                )
+        if not listed:  # the table exists now (_ensure_table): listed without asking
+            parts = set(self.catalog.cumulative_partitions(loaded.tables, opts, True) or ())
+        for b in builds:  # a day whose deltas changed no key has no rows: still served
+            if b.partition not in parts:
+                self.run(cumulative_sql.empty(renderer, b.plan.group + b.plan.chain, b.stamp))
+                parts.add(b.partition)
+        return parts
 
     def _anchorless(
         self, loaded: Loaded, builds: Sequence[cumulative.Build], lowest: Mapping[Values, float]
