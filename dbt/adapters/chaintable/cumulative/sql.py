@@ -4,7 +4,7 @@ SQL vocabulary (chain/sql.py), which holds the names, columns and partition pred
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 
 from dbt.adapters.chaintable.base import statements
 from dbt.adapters.chaintable.base.options import ChainOptions
@@ -12,20 +12,14 @@ from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql
 from dbt.adapters.chaintable.chain.catalog import STAMP_COLUMN
 from dbt.adapters.chaintable.chain.sql import ChainSql
-from dbt.adapters.chaintable.chain.state import ReadPlan
 from dbt.adapters.chaintable.cumulative.plan import (
     MASK_COLUMN,
-    MASK_SHIFT,
     Build,
-    mask_key,
 )
+from dbt.adapters.chaintable.cumulative.read import bit, block, mask_of, on_keys, select
 from dbt.adapters.chaintable.merge.ranked import pick_one
 from dbt.adapters.chaintable.merge.rules import ANCHOR, Types, is_retract
 from dbt.adapters.chaintable.merge.sql import merge_select
-
-
-def _on(keys: Sequence[str], left: str, right: str) -> str:
-    return " AND ".join(f"{left}.{q(k)} = {right}.{q(k)}" for k in keys) or "true"
 
 
 def _distinct_keys(keys: Sequence[str], source_sql: str) -> str:
@@ -65,7 +59,7 @@ def build_sql(
     at 10M). Other engines ignore it: only a pick-one merge gives a state row alone back.
     `tie_rows`: with `cluster`, rows that tie in that window fail the query (merge.rank_rows)."""
     keys = list(opts.merge_keys)
-    picks_one = opts.merge_engine in ("deduplicate", "first-row")
+    picks_one = _picks_one(opts)
     cluster = cluster if picks_one else ()
     inputs = [f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({delta_sql}) __e"]
     touched = _distinct_keys(keys, delta_sql)  # the day's changed keys
@@ -73,40 +67,10 @@ def build_sql(
     if state_sql is not None and cluster:
         inputs.append(f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({state_sql}) __s")
     elif state_sql is not None:
-        on = _on(keys, "__s", "__t")
-        passed = (
-            f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
-            f"LEFT ANTI JOIN {touched} __t ON {on}"
-        )
-        state_sql = (
-            f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
-            f"LEFT SEMI JOIN {touched} __t ON {on}"
-        )
-        # a live state row is merged state (like an anchor row: a count carries its value); a
-        # tombstone is the retraction that removed the key. deduplicate and first-row count
-        # nothing: there ANCHOR marks the stand-ins only
-        state_flag = "false" if picks_one else f"NOT {is_retract(opts)}"
-        inputs.append(
-            f"SELECT {cols_sql(columns)}, {state_flag} AS {ANCHOR} FROM ({state_sql}) __s"
-        )
+        passed, state_sql, state_input = _state_inputs(opts, columns, state_sql, touched)
+        inputs.append(state_input)
     if anchor_sql is not None:
-        lookup = touched
-        if state_sql is not None and not picks_one:
-            lookup = (
-                f"(SELECT * FROM {lookup} __n LEFT ANTI JOIN "
-                f"{_distinct_keys(keys, state_sql)} __o ON {_on(keys, '__n', '__o')})"
-            )
-        anchor_cols = cols_sql(columns, "__a")
-        if picks_one:
-            ranking = {c.lower() for c in [*keys, *opts.chain_keys, opts.sequence_field] if c}
-            anchor_cols = ", ".join(
-                f"__a.{q(c)}" if c.lower() in ranking else f"NULL AS {q(c)}" for c in columns
-            )
-        inputs.append(
-            f"SELECT /*+ BROADCAST(__t) */ {anchor_cols}, true AS {ANCHOR} "
-            f"FROM ({anchor_sql}) __a LEFT SEMI JOIN {lookup} __t "
-            f"ON {_on(keys, '__a', '__t')}"
-        )
+        inputs.append(_anchor_input(opts, columns, anchor_sql, touched, state_sql))
     union = " UNION ALL ".join(inputs)
     if cluster:
         merged = pick_one(
@@ -119,91 +83,62 @@ def build_sql(
     return merged if passed is None else f"{passed} UNION ALL {merged}"
 
 
-def block(column_sql: str) -> str:
-    """The block of 64 key values a key falls in (its mask row's key)."""
-    return f"shiftright(CAST({column_sql} AS BIGINT), {MASK_SHIFT})"
+def _state_inputs(
+    opts: ChainOptions, columns: Sequence[str], state_sql: str, touched: str
+) -> tuple[str, str, str]:
+    """The previous day's rows split by the day's changed keys (`touched`): those passed through
+    as they are, those merged again, and the merge's input of the latter."""
+    on = on_keys(opts.merge_keys, "__s", "__t")
+    passed = (
+        f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
+        f"LEFT ANTI JOIN {touched} __t ON {on}"
+    )
+    merged = (
+        f"SELECT /*+ BROADCAST(__t) */ {cols_sql(columns, '__s')} FROM ({state_sql}) __s "
+        f"LEFT SEMI JOIN {touched} __t ON {on}"
+    )
+    # a live state row is merged state (like an anchor row: a count carries its value); a
+    # tombstone is the retraction that removed the key. deduplicate and first-row count
+    # nothing: there ANCHOR marks the stand-ins only
+    state_flag = "false" if _picks_one(opts) else f"NOT {is_retract(opts)}"
+    return (
+        passed,
+        merged,
+        f"SELECT {cols_sql(columns)}, {state_flag} AS {ANCHOR} FROM ({merged}) __s",
+    )
 
 
-def bit(column_sql: str) -> str:
-    """A key's bit in its block's mask."""
-    return f"shiftleft(1L, CAST(CAST({column_sql} AS BIGINT) & {2**MASK_SHIFT - 1} AS INT))"
-
-
-def read_parts(
+def _anchor_input(
     opts: ChainOptions,
     columns: Sequence[str],
-    anchor_sql: str | None,
-    cumulative_sql: str,
-    keys_sql: str,
-    mask: str | None = None,
-) -> list[str]:
-    """A day's full state from its anchor and its cumulative delta, as the SELECTs of a UNION
-    ALL: the anchor rows whose key the cumulative delta does not hold (its keys, one row each,
-    from `keys_sql`, broadcast), and its live rows. With `mask` (plan.mask_key) `keys_sql` gives
-    C's mask rows instead."""
+    anchor_sql: str,
+    touched: str,
+    state_sql: str | None,
+) -> str:
+    """The anchor rows of the day's changed keys (`touched`) the state does not hold; for a
+    pick-one engine, stand-ins with only the columns that rank them (build_sql)."""
     keys = list(opts.merge_keys)
-    live = f"SELECT {cols_sql(columns)} FROM ({cumulative_sql}) __c WHERE NOT {is_retract(opts)}"
-    if anchor_sql is None:
-        return [live]
-    if mask is None:
-        on = _on(keys, "__a", "__k")
-        kept = cols_sql(keys) or "true AS __chain_any"
-    else:
-        groups = [k for k in keys if k.lower() != mask.lower()]
-        on = " AND ".join(
-            [
-                *(f"__a.{q(g)} = __k.{q(g)}" for g in groups),
-                f"{block('__a.' + q(mask))} = {block('__k.' + q(mask))}",
-                f"(__k.{q(MASK_COLUMN)} & {bit('__a.' + q(mask))}) <> 0",
-            ]
+    lookup = touched
+    if state_sql is not None and not _picks_one(opts):
+        lookup = (
+            f"(SELECT * FROM {lookup} __n LEFT ANTI JOIN "
+            f"{_distinct_keys(keys, state_sql)} __o ON {on_keys(keys, '__n', '__o')})"
         )
-        kept = cols_sql([*keys, MASK_COLUMN])
-    untouched = (
-        f"SELECT /*+ BROADCAST(__k) */ {cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
-        f"LEFT ANTI JOIN (SELECT {kept} FROM ({keys_sql}) __kk) __k ON {on}"
-    )
-    return [untouched, live]
-
-
-# ---- one chain's cumulative table -------------------------------------------------------------
-def _where(r: ChainSql, parts: Mapping[Values, str]) -> str:
-    """C partitions: each (group + chain) with its stamp. Stamps are unique per partition
-    (cumulative.stamp), so one IN list of them cannot pick another partition's."""
-    stamps = ", ".join(literal(s) for s in sorted(set(parts.values())))
-    return f"({r.partitions_predicate(list(parts))}) AND {q(STAMP_COLUMN)} IN ({stamps})"
-
-
-def _mask(r: ChainSql) -> str | None:
-    return mask_key(r.opts, r.types)
-
-
-def select(r: ChainSql, parts: Mapping[Values, str]) -> str:
-    return f"SELECT {cols_sql(r.columns)} FROM {r.cumulative} WHERE {_where(r, parts)}"
-
-
-def read(r: ChainSql, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> list[str]:
-    """The full state of one day for the groups of `plans`, all served (`serving`), as the
-    SELECTs of a UNION ALL."""
-    parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
-    anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
-    mask = _mask(r)
-    return read_parts(
-        r.opts,
-        r.columns,
-        r.select(r.snapshot, anchors) if anchors else None,
-        select(r, parts),
-        keys_sql(r.opts.merge_keys, r.cumulative, mask, _where(r, parts)),
-        mask,
+    anchor_cols = cols_sql(columns, "__a")
+    if _picks_one(opts):
+        ranking = {c.lower() for c in [*keys, *opts.chain_keys, opts.sequence_field] if c}
+        anchor_cols = ", ".join(
+            f"__a.{q(c)}" if c.lower() in ranking else f"NULL AS {q(c)}" for c in columns
+        )
+    return (
+        f"SELECT /*+ BROADCAST(__t) */ {anchor_cols}, true AS {ANCHOR} "
+        f"FROM ({anchor_sql}) __a LEFT SEMI JOIN {lookup} __t "
+        f"ON {on_keys(keys, '__a', '__t')}"
     )
 
 
-def keys_sql(keys: Sequence[str], source: str, mask: str | None, where: str = "") -> str:
-    """`read_parts`' `keys_sql` from C rows `source` (with the mask column when `mask`): each
-    key, or with `mask` the first key of each block with the block's mask."""
-    conds = [f"{q(MASK_COLUMN)} IS NOT NULL"] if mask else []
-    conds += [where] if where else []
-    selected = cols_sql([*keys, MASK_COLUMN] if mask else keys) or "1"
-    return f"SELECT {selected} FROM {source}" + (" WHERE " + " AND ".join(conds) if conds else "")
+def _picks_one(opts: ChainOptions) -> bool:
+    return opts.merge_engine in ("deduplicate", "first-row")
 
 
 def columns(r: ChainSql) -> list[tuple[str, str]]:
@@ -253,7 +188,7 @@ def _rows(
         for b in builds
         if b.plan.anchor is not None and b.plan.group not in anchorless
     ]
-    mask = _mask(r)
+    mask = mask_of(r)
     # the mask window's partition: the group and the block of the key
     blocks = [*(q(g) for g in r.opts.group_keys), block(q(mask))] if mask else []
     body = build_sql(

@@ -10,7 +10,7 @@ from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import cols_sql, q
 from dbt.adapters.chaintable.chain.sql import ChainSql
 from dbt.adapters.chaintable.chain.state import ReadPlan
-from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
+from dbt.adapters.chaintable.cumulative import read as cumulative_read
 from dbt.adapters.chaintable.merge.sql import merge_parts, merge_rows_sql
 
 GUARD = "__chain_guard"  # the one column of a literal branch's guard (Renderer.merged)
@@ -56,7 +56,7 @@ class Renderer(ChainSql):
         rest = [p for p in plans if p.group + p.chain not in serving]
         parts: list[str] = []
         if served:
-            parts += cumulative_sql.read(self, served, serving)
+            parts += cumulative_read.read(self, served, serving)
         if rest:
             anchors = [p.group + p.anchor for p in rest if p.anchor is not None]
             deltas = [p.group + d for p in rest for d in p.deltas]

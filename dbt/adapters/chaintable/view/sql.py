@@ -10,7 +10,7 @@ from dbt.adapters.chaintable.base import statements
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql, string
 from dbt.adapters.chaintable.chain.state import ReadPlan
-from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
+from dbt.adapters.chaintable.cumulative import read as cumulative_read
 from dbt.adapters.chaintable.cumulative.plan import MASK_COLUMN, mask_key
 from dbt.adapters.chaintable.merge.sql import merge_sql
 from dbt.adapters.chaintable.read.render import NONE, Renderer
@@ -216,7 +216,7 @@ class ViewSql(Renderer):
         then carry the target's values (rule 5). `WHERE dt = 'X'` on the view reaches the
         mapping table, and dynamic partition pruning limits both scans to X's sources.
         `served`: some targets are read from the cumulative delta instead (their anchor's rows
-        whose key their C partition does not hold, and its live rows; cumulative_sql.read_parts
+        whose key their C partition does not hold, and its live rows; cumulative_read.read_parts
         with the target columns joined to the key). `merged`: some targets are merged on read
         (without, the merge's scans and window are left out of the text: no mapping row would
         feed them, and they cost planning time on every read of the view)."""
@@ -260,8 +260,8 @@ class ViewSql(Renderer):
                 keyed = side(self.cumulative, "cumulative", True, f", __b.{q(MASK_COLUMN)}")
             else:
                 keyed = c_side
-            keys = cumulative_sql.keys_sql(opts.merge_keys, f"({keyed}) __c", mask)
-            parts += cumulative_sql.read_parts(
+            keys = cumulative_read.keys_sql(opts.merge_keys, f"({keyed}) __c", mask)
+            parts += cumulative_read.read_parts(
                 opts, self.columns + targets, side(self.snapshot, "anchor"), c_side, keys, mask
             )
         return "\nUNION ALL\n".join(f"SELECT {proj} FROM ({part}) __g" for part in parts)
