@@ -16,8 +16,12 @@ from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables, Loaded
-from dbt.adapters.chaintable.expiration import plan as expire
-from dbt.adapters.chaintable.expiration.plan import ExpirationPlan, expirable
+from dbt.adapters.chaintable.expiration.plan import (
+    ExpirationPlan,
+    expirable,
+    format_plan,
+    plan_expiration,
+)
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.view.writer import ViewWriter
@@ -76,7 +80,7 @@ class Expirer:
                 f"{loaded.tables.view}: {state.describe_group(g)} has stale snapshots "
                 f"(chain_status lists them); {kept} until they are recompacted"
             )
-        return expire.plan_expiration(
+        return plan_expiration(
             [state.layout.split(p) for p in snapshots],
             [state.layout.split(p) for p in deltas],
             time_of,
@@ -102,7 +106,7 @@ class Expirer:
         def path(group: Values, chain: Values) -> str:
             return lay.path(group + chain)
 
-        lines = expire.format_plan(plan, path)
+        lines = format_plan(plan, path)
         verb = "would drop" if dry_run else "dropping"
         header = f"expire_chain {loaded.tables.view} (cutoff {plan.cutoff:%Y-%m-%d %H:%M:%S}): " + (
             "nothing to expire"

@@ -15,9 +15,9 @@ from dbt.adapters.chaintable.base.partitions import (
 from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables
 from dbt.adapters.chaintable.compaction.compactor import Compactor
 from dbt.adapters.chaintable.cumulative.plan import served_days
-from dbt.adapters.chaintable.expiration import plan as expire
 from dbt.adapters.chaintable.expiration.expirer import Expirer, parse_now
-from dbt.adapters.chaintable.operations import status as status_mod
+from dbt.adapters.chaintable.expiration.plan import check_snapshot_drop
+from dbt.adapters.chaintable.operations.status import render as render_status
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.view.writer import ViewWriter
@@ -52,7 +52,7 @@ class Maintenance:
         state = loaded.state()
         serving = served_days(loaded, state.delta_only()) if loaded.opts.cumulative_delta else None
         verdicts = self.compactor.compaction_verdicts(loaded) if loaded.opts.compaction else None
-        return status_mod.render(loaded.opts, state, loaded.stale(), plan, serving, verdicts)
+        return render_status(loaded.opts, state, loaded.stale(), plan, serving, verdicts)
 
     # ---- dropping one partition ---------------------------------------------------------------
     def drop_partition(self, relation: BaseRelation, partition: Any, branch: str) -> str:
@@ -75,7 +75,7 @@ class Maintenance:
         if values not in parts:
             return f"{relation}: no {branch} partition {label}; nothing dropped"
         if branch == "snapshot":
-            error = expire.check_snapshot_drop(
+            error = check_snapshot_drop(
                 group,
                 chain,
                 state.snapshot_chains().get(group, []),
