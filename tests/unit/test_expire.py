@@ -550,7 +550,7 @@ class TestFormatPlan:
 
 class TestStaleSnapshots:
     """A group with stale snapshots (a delta rewritten under them) expires only the history
-    before the snapshot its first stale one is recompacted from (ChainState.expirable)."""
+    before the snapshot its first stale one is recompacted from (expiration/plan.py, expirable)."""
 
     OPTS = ChainOptions(
         partition_by=("region", "dt"), chain_keys=("dt",), primary_key=("id", "region", "dt")

@@ -1,6 +1,7 @@
 """Property tests: random histories of delta writes (new days and backfills), compactions and
-expirations, planned by planner.py / expire.py and executed in memory, against a reference model
-that simply replays every delta ever written on top of the bootstrap snapshot.
+expirations, planned by chain/state.py, compaction/plan.py and expiration/plan.py and executed
+in memory, against a reference model that simply replays every delta ever written on top of the
+bootstrap snapshot.
 
 Invariant: every partition that still exists reads exactly the reference's full state of its
 day, except reads built on a snapshot that chain_status would list as stale (a delta before it

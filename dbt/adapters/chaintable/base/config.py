@@ -48,7 +48,7 @@ def lease_of(model: str, raw: object) -> dt.timedelta:
 class ChainTableConfig(SparkConfig):
     """Every option a chain_incremental model takes beyond dbt-spark's (which declares
     file_format, location_root, partition_by, clustered_by, buckets). README's config table
-    says what each one means; options.py validates them."""
+    says what each one means; base/options.py and option_rules.py validate them."""
 
     chain_partition_keys: list[str] | str | None = None
     primary_key: list[str] | str | None = None

@@ -66,7 +66,7 @@ class Expirer:
             )
 
         # a group with stale snapshots keeps the partitions they must be rebuilt from until
-        # they are recompacted (ChainState.expirable)
+        # they are recompacted (expiration/plan.py, expirable)
         stale = [loaded.layout.parse(k) for k in loaded.stale()]
         snapshots, deltas, held = expirable(state, stale)
         for g in sorted({state.layout.split(p)[0] for p in stale}):

@@ -26,7 +26,7 @@ from dbt.adapters.chaintable.view.sql import MAP_STAMP, MAP_VERSION, ViewSql
 # benchmark's compacted day). An older Spark refuses the clause: then the plain statement.
 VIEW_CLAUSES = (" WITH SCHEMA EVOLUTION", "")
 
-# ranges of mapped days the view names (ChainState.mapped_runs): a snapshot day between two of
+# ranges of mapped days the view names (view/layout.py, mapped_runs): a snapshot day between two of
 # them is read without the mapping's scans (measured on the benchmark's compacted day at 10M
 # rows: 2.35 -> 2.15 s, the stored partition 1.73 s); the older ones merge into one
 MAPPED_RUNS = 4
