@@ -51,7 +51,8 @@ from common import (
     table_properties,
 )
 
-from dbt.adapters.chaintable.options import P_VIEW_MAP
+from dbt.adapters.chaintable.base.keys import P_VIEW_MAP
+from dbt.adapters.chaintable.view.layout import view_layout
 
 SCHEMA, SRC = "bench", "bench_src"
 VALUE_COLS = ["name", "status", "amount", "qty", "note"]
@@ -305,8 +306,10 @@ def view_planning(spark, day: str, groups: int, repeats: int = 5) -> dict[str, A
     stored SQL as a subquery (the same plan without the view's lookup), and of the snapshot
     table alone (the lower bound); with the view's shape (top-level branches, literal delta
     days and mapped days, as the adapter's planner lays them out)."""
-    from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, P_VIEW_RECENT, ChainOptions
-    from dbt.adapters.chaintable.planner import ChainState, parse_partition_path
+    from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT, P_VIEW_RECENT
+    from dbt.adapters.chaintable.base.options import ChainOptions
+    from dbt.adapters.chaintable.base.partitions import parse_partition_path
+    from dbt.adapters.chaintable.chain.state import ChainState
 
     snap, delta = f"{SCHEMA}.ods_chain__snapshot", f"{SCHEMA}.ods_chain__delta"
     props = table_properties(spark, snap)
@@ -320,7 +323,7 @@ def view_planning(spark, day: str, groups: int, repeats: int = 5) -> dict[str, A
         for t in (snap, delta)
     }
     state = ChainState.build(opts, parts[snap], parts[delta], dict(cols))
-    literal, mapped = state.view_layout(int(props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT))
+    literal, mapped = view_layout(state, int(props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT))
     text = next(
         r[1]
         for r in spark.sql(f"DESCRIBE TABLE EXTENDED {SCHEMA}.ods_chain").collect()

@@ -137,9 +137,12 @@ def plan_time(spark, sql: str, repeats: int = 3) -> dict[str, float]:
 def pure_planner(spark) -> dict[str, Any]:
     """What the adapter's Catalog.load + planner + renderer do for one view refresh, timed in parts:
     catalog listing (through this SparkSession) and the pure Python planning."""
-    from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, P_VIEW_RECENT, ChainOptions
-    from dbt.adapters.chaintable.planner import ChainState, parse_partition_path
-    from dbt.adapters.chaintable.sql.render import Renderer
+    from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT, P_VIEW_RECENT
+    from dbt.adapters.chaintable.base.options import ChainOptions
+    from dbt.adapters.chaintable.base.partitions import parse_partition_path
+    from dbt.adapters.chaintable.chain.state import ChainState
+    from dbt.adapters.chaintable.view.layout import view_layout
+    from dbt.adapters.chaintable.view.sql import ViewSql
 
     snap, delta = f"{SCHEMA}.hist__snapshot", f"{SCHEMA}.hist__delta"
     t0 = time.perf_counter()
@@ -156,8 +159,8 @@ def pure_planner(spark) -> dict[str, Any]:
         dict(cols),
     )
     recent = int(props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)  # as ViewWriter.refresh
-    view_sql = Renderer(opts, [c for c, _ in cols], dict(cols), snap, delta).view(
-        state.view_layout(recent), (f"{SCHEMA}.hist__chain_map", "bench")
+    view_sql = ViewSql(opts, [c for c, _ in cols], dict(cols), snap, delta).view(
+        view_layout(state, recent), (f"{SCHEMA}.hist__chain_map", "bench")
     )
     t2 = time.perf_counter()
     return {

@@ -18,7 +18,7 @@ import uuid
 import servers
 from conftest import CHILD_JVM_OPTS, Project
 
-from dbt.adapters.chaintable.catalog import READER_GRACE_ENV
+from dbt.adapters.chaintable.chain.catalog import READER_GRACE_ENV
 
 MODEL = """
 {{ config(materialized='chain_incremental', partition_by=['region', 'dt'],

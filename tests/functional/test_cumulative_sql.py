@@ -10,11 +10,11 @@ import uuid
 
 import pytest
 
-from dbt.adapters.chaintable import cumulative
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.planner import ChainState
-from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
-from dbt.adapters.chaintable.sql.render import Renderer
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.cumulative import plan as cumulative
+from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
+from dbt.adapters.chaintable.read.render import Renderer
 
 COLUMNS = [
     ("id", "int"),

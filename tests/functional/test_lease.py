@@ -9,7 +9,7 @@ import datetime as dt
 import threading
 import time
 
-from dbt.adapters.chaintable import safety
+from dbt.adapters.chaintable.publish import safety
 
 MODEL = """
 {{ config(materialized='chain_incremental', partition_by=['region', 'dt'],

@@ -9,8 +9,8 @@ compacted snapshot: an anchor row is merged state, not raw input).
 
 import pytest
 
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.sql import merge
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.merge import sql as merge
 
 DAYS = ("20250801", "20250802", "20250803")
 

@@ -178,7 +178,7 @@ def test_a_writer_sigkilled_on_another_host_is_taken_over_after_its_lease(
     """A real crash on the shared catalog: a dbt process on host pod-a SIGKILLed after its
     partitions were switched; a process on pod-b is refused while the lease (30 s) runs,
     then breaks the lock, recovers, and its rerun of the day converges."""
-    from dbt.adapters.chaintable.safety import HOST_ENV
+    from dbt.adapters.chaintable.publish.safety import HOST_ENV
 
     schema = "mk_" + uuid.uuid4().hex[:8]
     dbt = Dbt(tmp_path / "proj", metastore, schema)

@@ -12,7 +12,7 @@ expiration. After each step every day of every group reads the same through both
 
 from __future__ import annotations
 
-from dbt.adapters.chaintable.sql.properties import REDACTED
+from dbt.adapters.chaintable.base.properties import REDACTED
 
 MODEL = """
 {{{{ config(materialized='chain_incremental', partition_by=['region', 'dt'],

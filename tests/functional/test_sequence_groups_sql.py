@@ -12,10 +12,10 @@ import random
 import pytest
 from test_cumulative_sql import chain_tables, schema, sql_value, stored_partitions
 
-from dbt.adapters.chaintable import cumulative
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.planner import ChainState
-from dbt.adapters.chaintable.sql import cumulative as cumulative_sql
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.cumulative import plan as cumulative
+from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
 
 __all__ = ["schema"]  # the fixture, shared with test_cumulative_sql
 

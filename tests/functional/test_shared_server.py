@@ -21,7 +21,7 @@ from test_cluster import (
     write_session_project,
 )
 
-from dbt.adapters.chaintable.catalog import READER_GRACE_ENV
+from dbt.adapters.chaintable.chain.catalog import READER_GRACE_ENV
 
 
 def test_readers_in_other_sessions_never_lose_the_view(thrift_server, tmp_path, monkeypatch):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dbt.adapters.chaintable.config import ChainTableConfig, ModelSettings
+from dbt.adapters.chaintable.base.config import ChainTableConfig, ModelSettings
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.impl import ChainTableAdapter
-from dbt.adapters.chaintable.options import ChainConfigError
 
 BASE = {
     "partition_by": ["region", "dt"],
@@ -92,14 +92,14 @@ def test_a_chain_partition_of_two_partitions_is_refused():
     [("5", 5.0), ("5s", 5.0), ("2min", 120.0), ("1500ms", 1.5), ("1h", 3600.0), (" 3 ", 3.0)],
 )
 def test_a_servers_metadata_cache_time_in_seconds(text, seconds):
-    from dbt.adapters.chaintable.catalog import duration_seconds
+    from dbt.adapters.chaintable.chain.catalog import duration_seconds
 
     assert duration_seconds(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["-1000ms", "0", "-1", "", "soon", "5 weeks"])
 def test_a_metadata_cache_kept_for_good_has_no_time(text):
-    from dbt.adapters.chaintable.catalog import duration_seconds
+    from dbt.adapters.chaintable.chain.catalog import duration_seconds
 
     assert duration_seconds(text) is None
 
@@ -147,7 +147,7 @@ def test_a_missing_primary_key_says_that_unique_key_is_not_read():
 
 
 def test_an_operations_relation_argument_in_every_spelling():
-    from dbt.adapters.chaintable.catalog import split_relation
+    from dbt.adapters.chaintable.chain.catalog import split_relation
 
     assert split_relation("t", "dflt") == ("dflt", "t")
     assert split_relation("s.t", "dflt") == ("s", "t")

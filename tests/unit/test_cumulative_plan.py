@@ -1,9 +1,9 @@
 """The cumulative delta's pure planning: which days it serves, what a write affects, what to
 build from what, and what is garbage (no Spark, milliseconds)."""
 
-from dbt.adapters.chaintable import cumulative as C
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.planner import ChainState
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.cumulative import plan as C
 
 OPTS = ChainOptions(partition_by=("g", "dt"), chain_keys=("dt",), primary_key=("id", "g", "dt"))
 COLS = ["id", "v", "g", "dt"]

@@ -4,21 +4,24 @@ import datetime as dt
 
 import pytest
 
-from dbt.adapters.chaintable.expire import (
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.timestamps import (
     ExpirationConfigError,
+    java_formatter_to_strptime,
+    parse_duration,
+    partition_time,
+    validate_timestamp_config,
+)
+from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.expiration.plan import (
     ExpirationPlan,
     ExpireSegment,
     GroupExpiration,
     check_snapshot_drop,
+    expirable,
     format_plan,
-    java_formatter_to_strptime,
-    parse_duration,
-    partition_time,
     plan_expiration,
-    validate_timestamp_config,
 )
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.planner import ChainState
 
 D30 = dt.timedelta(days=30)
 
@@ -547,7 +550,7 @@ class TestFormatPlan:
 
 class TestStaleSnapshots:
     """A group with stale snapshots (a delta rewritten under them) expires only the history
-    before the snapshot its first stale one is recompacted from (ChainState.expirable)."""
+    before the snapshot its first stale one is recompacted from (expiration/plan.py, expirable)."""
 
     OPTS = ChainOptions(
         partition_by=("region", "dt"), chain_keys=("dt",), primary_key=("id", "region", "dt")
@@ -561,7 +564,7 @@ class TestStaleSnapshots:
     def test_only_the_history_before_the_first_stale_snapshots_anchor_expires(self):
         state = self.state()
         # CN: delta 0210 rewritten, so snapshot 0301 is stale; its rebuild reads 0201 and 0210
-        snaps, deltas, held = state.expirable([("CN", "20250301")])
+        snaps, deltas, held = expirable(state, [("CN", "20250301")])
         assert snaps == [
             ("CN", "20250101"),
             ("CN", "20250201"),
@@ -577,8 +580,8 @@ class TestStaleSnapshots:
         ]
         assert held == set()
         plan = plan_daily(
-            [state.split(p) for p in snaps],
-            [state.split(p) for p in deltas],
+            [state.layout.split(p) for p in snaps],
+            [state.layout.split(p) for p in deltas],
             "2025-04-30 00:00:00",  # cutoff 2025-03-31: 0101, 0201 and 0301 are before it
         )
         assert plan.snapshot_drops() == [
@@ -595,7 +598,7 @@ class TestStaleSnapshots:
 
     def test_a_stale_snapshot_with_no_earlier_one_holds_its_whole_group(self):
         state = self.state()
-        snaps, deltas, held = state.expirable([("US", "20250101"), ("US", "20250301")])
+        snaps, deltas, held = expirable(state, [("US", "20250101"), ("US", "20250301")])
         assert held == {("US",)}
         assert [p for p in snaps + deltas if p[0] == "US"] == []
         assert len(snaps) == 3 and len(deltas) == 3  # CN untouched

@@ -16,9 +16,13 @@ from typing import Any
 
 import pytest
 
-from dbt.adapters.chaintable import safety
-from dbt.adapters.chaintable.options import P_BRANCH, P_VIEW_RECENT, ChainConfigError, ChainOptions
-from dbt.adapters.chaintable.sql.properties import mirror_key
+from dbt.adapters.chaintable.base import versions
+from dbt.adapters.chaintable.base.keys import P_BRANCH, P_VIEW_RECENT
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.properties import mirror_key
+from dbt.adapters.chaintable.base.values import ChainConfigError
+from dbt.adapters.chaintable.base.versions import in_version
+from dbt.adapters.chaintable.publish import safety
 from tests.unit.fake_catalog import FakeConnections, fake_adapter
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -48,7 +52,7 @@ DAYS = [f"202501{d:02d}" for d in range(1, 11)]
 @pytest.fixture(autouse=True)
 def deterministic(monkeypatch):
     counter = itertools.count(1)
-    monkeypatch.setattr(safety, "new_run_id", lambda now=None: f"RUN{next(counter):04d}")
+    monkeypatch.setattr(versions, "new_run_id", lambda now=None: f"RUN{next(counter):04d}")
     monkeypatch.setattr(safety.Owner, "me", classmethod(lambda cls: cls("host", 42, "inv")))
     monkeypatch.delenv("CHAINTABLE_FAILPOINT", raising=False)
 
@@ -440,4 +444,4 @@ def test_a_run_refuses_rows_whose_partition_spark_spells_otherwise_than_chain_pa
 )
 def test_a_partition_lies_in_a_runs_directory_or_below_it(location, run_id, inside):
     """How recovery tells that an unfinished run published a delta partition."""
-    assert safety.in_version(location, run_id) is inside
+    assert in_version(location, run_id) is inside

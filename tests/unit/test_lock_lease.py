@@ -9,10 +9,11 @@ from contextlib import contextmanager
 
 import pytest
 
-from dbt.adapters.chaintable import safety
-from dbt.adapters.chaintable.lease import Heartbeat, LeaseLostError
-from dbt.adapters.chaintable.options import ChainConfigError
-from dbt.adapters.chaintable.sql.properties import REDACTED, mirror_key
+from dbt.adapters.chaintable.base.config import lease_of
+from dbt.adapters.chaintable.base.properties import REDACTED, mirror_key
+from dbt.adapters.chaintable.base.values import ChainConfigError
+from dbt.adapters.chaintable.publish import safety
+from dbt.adapters.chaintable.publish.lease import Heartbeat, LeaseLostError
 
 NOW = dt.datetime(2025, 8, 1, 12, 0, 0)  # local
 UTC = dt.datetime(2025, 8, 1, 10, 0, 0)  # the same instant in UTC
@@ -78,12 +79,12 @@ def test_the_holder_text_says_how_old_the_heartbeat_is():
 
 
 def test_the_lease_is_a_duration_of_at_least_ten_seconds():
-    assert safety.lease_of("t", None) == dt.timedelta(minutes=5)
-    assert safety.lease_of("t", "90 s") == dt.timedelta(seconds=90)
+    assert lease_of("t", None) == dt.timedelta(minutes=5)
+    assert lease_of("t", "90 s") == dt.timedelta(seconds=90)
     with pytest.raises(ChainConfigError, match="model 't': chain_lock_lease '5 s' is shorter"):
-        safety.lease_of("t", "5 s")
+        lease_of("t", "5 s")
     with pytest.raises(ChainConfigError, match="model 't': chain_lock_lease: cannot parse"):
-        safety.lease_of("t", "300")
+        lease_of("t", "300")
 
 
 def test_the_host_name_can_be_set_for_pods_that_come_back_under_another(monkeypatch):

@@ -1,13 +1,17 @@
-"""SQL of the chain merge per engine (merge.py), no Spark: the structure that carries each rule.
+"""SQL of the chain merge per engine (merge/), no Spark: the structure that carries each rule.
 The rows it produces are checked on real Spark in tests/functional/test_merge_engines.py."""
 
 import re
 
 import pytest
 
-from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions, dropped_options
-from dbt.adapters.chaintable.sql import merge, stage
-from dbt.adapters.chaintable.sql.merge import ANCHOR, ORD, RESET, RETRACT
+from dbt.adapters.chaintable.base.keys import dropped_options
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.values import ChainConfigError
+from dbt.adapters.chaintable.merge import rules
+from dbt.adapters.chaintable.merge import sql as merge
+from dbt.adapters.chaintable.merge.rules import ANCHOR, ORD, RESET, RETRACT
+from dbt.adapters.chaintable.run import stage
 
 COLS = ["id", "v", "n", "seq", "op", "dt"]
 ANCHOR_SQL, DELTA_SQL = "SELECT * FROM a", "SELECT * FROM d"
@@ -36,18 +40,18 @@ class TestOrder:
                 "rowkind_field": "op",
             },
         )
-        assert merge.order_terms(hourly) == [
+        assert rules.order_terms(hourly) == [
             "`seq` DESC NULLS LAST",
             "`dt` DESC NULLS LAST",
             "`hour` DESC NULLS LAST",
             f"CASE WHEN {RETRACT} THEN 0 ELSE 1 END DESC NULLS LAST",
         ]
-        assert merge.order_terms(hourly, descending=False)[0] == "`seq` ASC NULLS FIRST"
+        assert rules.order_terms(hourly, descending=False)[0] == "`seq` ASC NULLS FIRST"
 
     def test_without_sequence_and_rowkind_the_later_partition_wins(self):
         plain = ChainOptions(partition_by=("dt",), chain_keys=("dt",), primary_key=("id", "dt"))
-        assert merge.order_terms(plain) == ["`dt` DESC NULLS LAST"]
-        assert merge.is_retract(plain) == "false"
+        assert rules.order_terms(plain) == ["`dt` DESC NULLS LAST"]
+        assert rules.is_retract(plain) == "false"
 
     def test_anchor_rows_are_never_retractions(self):
         sql = flat(merge.merge_sql(opts(), COLS, ANCHOR_SQL, DELTA_SQL))
@@ -84,7 +88,7 @@ class TestMergeSqlShape:
 class TestEngines:
     def test_deduplicate_keeps_the_latest_row_unless_it_retracts(self):
         sql = flat(merge.merge_rows_sql(opts(), COLS, DELTA_SQL))
-        assert f"ORDER BY {', '.join(merge.order_terms(opts()))}) AS {ORD}" in sql
+        assert f"ORDER BY {', '.join(rules.order_terms(opts()))}) AS {ORD}" in sql
         assert sql.endswith(f"WHERE {ORD} = 1 AND NOT {RETRACT}")
 
     def test_first_row_keeps_the_earliest_and_ignores_retractions(self):
@@ -119,7 +123,7 @@ class TestEngines:
 
     def test_partial_update_refuses_deletes_by_default(self):
         o = opts(merge_engine="partial-update")
-        assert "cannot take -U/-D rows" in merge.refusal(o, COLS)
+        assert "cannot take -U/-D rows" in rules.refusal(o, COLS)
         sql = flat(merge.merge_rows_sql(o, COLS, DELTA_SQL))
         assert f"CASE WHEN {RETRACT} THEN raise_error(concat('chain merge: ', 'merge_engine" in sql
         assert "'; got ', `op`, ' for key '" in sql
@@ -182,11 +186,11 @@ class TestEngines:
 
     def test_aggregation_refuses_retractions_of_other_functions(self):
         o = opts(merge_engine="aggregation", aggregate_functions={"n": "max"})
-        reason = merge.refusal(o, COLS)
+        reason = rules.refusal(o, COLS)
         assert "(v: last_non_null_value, n: max)" in reason and "ignore_retract" in reason
         assert "raise_error" in merge.merge_rows_sql(o, COLS, DELTA_SQL)
         assert (
-            merge.refusal(
+            rules.refusal(
                 opts(
                     merge_engine="aggregation",
                     aggregate_functions={"n": "max"},
@@ -200,7 +204,7 @@ class TestEngines:
             "t",
             {"partition_by": ["dt"], "primary_key": ["id", "dt"], "merge_engine": "aggregation"},
         )
-        assert merge.refusal(no_kind, COLS) is None
+        assert rules.refusal(no_kind, COLS) is None
 
     def test_types_keep_widened_aggregates_in_the_column_type(self):
         o = opts(
@@ -325,7 +329,7 @@ class TestSequenceGroups:
             assert f"max_by(`{c}`, {self.G2}) AS `{c}`" in sql
         assert f"max_by(CASE WHEN NOT {RETRACT} THEN `c` END, {self.G2}) AS `c`" in sql
         # merge order first: the group order's tie-break is the row's rank in it
-        assert f"ORDER BY {', '.join(merge.order_terms(grouped(rowkind_field='op'), False))}" in sql
+        assert f"ORDER BY {', '.join(rules.order_terms(grouped(rowkind_field='op'), False))}" in sql
 
     def test_other_columns_keep_the_latest_non_null_of_inserts(self):
         sql = flat(merge.merge_rows_sql(grouped(rowkind_field="op"), GROUP_COLS, DELTA_SQL))
@@ -337,12 +341,12 @@ class TestSequenceGroups:
 
     def test_retractions_are_taken_and_a_key_without_inserts_is_removed(self):
         o = grouped(rowkind_field="op")
-        assert merge.refusal(o, GROUP_COLS) is None
+        assert rules.refusal(o, GROUP_COLS) is None
         sql = flat(merge.merge_rows_sql(o, GROUP_COLS, DELTA_SQL))
         assert "raise_error" not in sql and f"WHERE NOT {RETRACT}" not in sql
         assert sql.endswith(f"GROUP BY `id` HAVING count_if(NOT {RETRACT}) > 0")
         # the cumulative delta's tombstone: a '-D' row instead of none
-        kept = flat(merge._merge(o, GROUP_COLS, DELTA_SQL, ["id"], None, keep_deletes=True))
+        kept = flat(merge.merge_select(o, GROUP_COLS, DELTA_SQL, ["id"], None, keep_deletes=True))
         assert f"CASE WHEN count_if(NOT {RETRACT}) = 0 THEN '-D' ELSE max_by(`op`" in kept
         assert "HAVING" not in kept
 
@@ -356,7 +360,7 @@ class TestSequenceGroups:
             aggregate_functions={"b": "sum", "c": "listagg", "d": "first_value"},
             ignore_retract=["c", "d"],
         )
-        assert merge.refusal(o, GROUP_COLS) is None  # sum retracts, the others ignore them
+        assert rules.refusal(o, GROUP_COLS) is None  # sum retracts, the others ignore them
         sql = flat(merge.merge_rows_sql(o, GROUP_COLS, DELTA_SQL, types={"b": "int"}))
         b = f"(CASE WHEN ({ANCHOR} OR `g_1` IS NOT NULL) THEN `b` END)"
         assert f"CAST(sum(CASE WHEN {RETRACT} THEN -{b} ELSE {b} END) AS int) AS `b`" in sql
@@ -370,12 +374,12 @@ class TestSequenceGroups:
 
     def test_a_member_function_that_cannot_retract_refuses_retractions(self):
         o = grouped(rowkind_field="op", aggregate_functions={"b": "max"})
-        assert merge.refusal(o, GROUP_COLS) == (
+        assert rules.refusal(o, GROUP_COLS) == (
             "aggregate functions cannot retract -U/-D rows (b: max); only sum, product, count "
             "can, list other columns in ignore_retract"
         )
         assert (
-            merge.refusal(grouped(rowkind_field="op", aggregate_functions={"b": "sum"}), GROUP_COLS)
+            rules.refusal(grouped(rowkind_field="op", aggregate_functions={"b": "sum"}), GROUP_COLS)
             is None
         )
 

@@ -2,15 +2,16 @@
 
 import pytest
 
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.planner import (
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.partitions import (
     ChainPlanError,
-    ChainState,
-    ReadPlan,
     parse_flag,
     parse_partition_path,
     parse_partition_spec,
 )
+from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
+from dbt.adapters.chaintable.compaction.plan import plan_compaction
+from dbt.adapters.chaintable.view.layout import view_branches
 
 DT = ChainOptions(partition_by=("dt",), chain_keys=("dt",), primary_key=("id", "dt"))
 GROUPED = ChainOptions(
@@ -60,7 +61,7 @@ class TestReadRules:
     def test_empty_branches(self):
         s = state(DT, [], [])
         assert s.plan_read((), ("20250801",)) is None
-        assert s.delta_only() == [] and s.view_branches() == [] and s.groups() == []
+        assert s.delta_only() == [] and view_branches(s) == [] and s.groups() == []
 
     def test_groups_use_only_their_own_anchor(self):
         s = state(
@@ -103,14 +104,14 @@ class TestReadRules:
         assert [p.chain for p in s.plan_partition_read({"dt": "20250811", "HOUR": "02"})] == [
             ("20250811", "2")
         ]
-        plan = s.plan_compaction({"dt": "20250811", "hour": " 02"})
+        plan = plan_compaction(s, {"dt": "20250811", "hour": " 02"})
         assert [(w.chain, w.anchor, w.deltas) for w in plan.writes] == [
             (("20250811", "2"), ("20250811", "1"), (("20250811", "2"),))
         ]
         # a string chain key keeps its spelling: '02' and '2' are different partitions
         strings = state(opts, [("20250811", "01")], [("20250811", "02")])
         assert strings.spelled(("20250811", "02")) == ("20250811", "02")
-        assert strings.plan_compaction({"dt": "20250811", "hour": "2"}).writes == ()
+        assert plan_compaction(strings, {"dt": "20250811", "hour": "2"}).writes == ()
 
     def test_full_partition_spec_names_one_partition_of_any_group(self):
         # drop_chain_partition's spec: every partition column, in any case, the int chain key
@@ -153,7 +154,7 @@ class TestReadRules:
             [("CN", "20250801"), ("US", "20250801")],
             [("CN", "20250802"), ("US", "20250802"), ("US", "20250803")],
         )
-        branches = s.view_branches()
+        branches = view_branches(s)
         assert [c for c, _ in branches] == [("20250802",), ("20250803",)]
         assert [p.group for p in branches[0][1]] == [("CN",), ("US",)]
 
@@ -161,18 +162,18 @@ class TestReadRules:
 class TestCompaction:
     def test_new_partition_from_anchor_and_deltas(self):
         s = state(DT, ["20250801"], ["20250802", "20250803"])
-        plan = s.plan_compaction({"dt": "20250803"})
+        plan = plan_compaction(s, {"dt": "20250803"})
         assert plan.written and plan.writes[0].anchor == ("20250801",)
         assert plan.writes[0].deltas == (("20250802",), ("20250803",))
 
     def test_existing_snapshot_without_overwrite_writes_nothing(self):
         s = state(DT, ["20250801", "20250803"], ["20250803"])
-        plan = s.plan_compaction({"dt": "20250803"})
+        plan = plan_compaction(s, {"dt": "20250803"})
         assert not plan.written and "already has partition dt=20250803" in plan.message
 
     def test_overwrite_recomputes_from_strictly_earlier_anchor(self):
         s = state(DT, ["20250801", "20250803"], ["20250802", "20250803"])
-        plan = s.plan_compaction({"dt": "20250803"}, overwrite=True)
+        plan = plan_compaction(s, {"dt": "20250803"}, overwrite=True)
         w = plan.writes[0]
         assert (w.from_snapshot, w.anchor, w.deltas) == (
             False,
@@ -182,12 +183,12 @@ class TestCompaction:
 
     def test_overwrite_keeps_groups_without_delta(self):
         s = state(GROUPED, [("CN", "20250803"), ("US", "20250803")], [("US", "20250803")])
-        plan = s.plan_compaction({"dt": "20250803"}, overwrite=True)
+        plan = plan_compaction(s, {"dt": "20250803"}, overwrite=True)
         assert [w.group for w in plan.writes] == [("US",)] and plan.kept == (("CN",),)
 
     def test_partial_spec_covers_every_group(self):
         s = state(GROUPED, [("CN", "20250801")], [("CN", "20250802"), ("US", "20250802")])
-        plan = s.plan_compaction({"dt": "20250802"})
+        plan = plan_compaction(s, {"dt": "20250802"})
         assert [(w.group, w.anchor) for w in plan.writes] == [
             (("CN",), ("20250801",)),
             (("US",), None),
@@ -195,22 +196,22 @@ class TestCompaction:
 
     def test_full_spec_names_one_group(self):
         s = state(GROUPED, [], [("CN", "20250802"), ("US", "20250802")])
-        plan = s.plan_compaction({"region": "US", "dt": "20250802"})
+        plan = plan_compaction(s, {"region": "US", "dt": "20250802"})
         assert [w.group for w in plan.writes] == [("US",)]
 
     def test_nothing_to_compact(self):
         s = state(DT, ["20250801"], ["20250802"])
-        plan = s.plan_compaction({"dt": "20250805"})
+        plan = plan_compaction(s, {"dt": "20250805"})
         assert not plan.written and plan.message == "no data to compact for dt=20250805"
 
     def test_spec_missing_a_chain_key_is_more_than_one_partition(self):
         s = state(HOURLY, [], [("20250801", "01")])
         with pytest.raises(ChainPlanError, match="more than one partition"):
-            s.plan_compaction({"dt": "20250801"})
+            plan_compaction(s, {"dt": "20250801"})
 
     def test_unknown_column(self):
         with pytest.raises(ChainPlanError, match="not partition columns"):
-            state(DT, [], ["20250801"]).plan_compaction({"day": "20250801"})
+            plan_compaction(state(DT, [], ["20250801"]), {"day": "20250801"})
 
 
 class TestStaleness:
@@ -307,7 +308,7 @@ class TestParsing:
 
 def test_chain_status_lists_partitions_in_typed_chain_order():
     """An int hour sorts 9 before 10 in chain_status, as in the read rules."""
-    from dbt.adapters.chaintable import status
+    from dbt.adapters.chaintable.operations import status
 
     s = ChainState.build(
         HOURLY,

@@ -1,6 +1,7 @@
 """Property tests: random histories of delta writes (new days and backfills), compactions and
-expirations, planned by planner.py / expire.py and executed in memory, against a reference model
-that simply replays every delta ever written on top of the bootstrap snapshot.
+expirations, planned by chain/state.py, compaction/plan.py and expiration/plan.py and executed
+in memory, against a reference model that simply replays every delta ever written on top of the
+bootstrap snapshot.
 
 Invariant: every partition that still exists reads exactly the reference's full state of its
 day, except reads built on a snapshot that chain_status would list as stale (a delta before it
@@ -11,9 +12,11 @@ import random
 
 import pytest
 
-from dbt.adapters.chaintable import expire
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.planner import ChainState
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.compaction.plan import plan_compaction, stale_after_compaction
+from dbt.adapters.chaintable.expiration import plan as expire
+from dbt.adapters.chaintable.expiration.plan import expirable
 
 OPTS = ChainOptions(partition_by=("g", "dt"), chain_keys=("dt",), primary_key=("k", "g", "dt"))
 GROUPS = [("a",), ("b",), ("c",)]
@@ -85,7 +88,7 @@ class Model:
         state = self.state()
         written = [g + day(n) for g in groups]
         if any(state.before_history(p, self.kept_from) for p in written):
-            return  # the run is refused (run.py, RunFlow._plan): expired history cannot change
+            return  # the run is refused (run/planner.py, RunPlanner.plan): expired history cannot change
         for part in written:
             rows = {}
             for k in self.rnd.sample(range(10), self.rnd.randint(0, 4)):
@@ -99,8 +102,8 @@ class Model:
             self.stale.discard(part)
 
     def compact(self, n, overwrite):
-        plan = self.state().plan_compaction(
-            {"dt": day(n)[0]}, overwrite=overwrite, history=self.kept_from
+        plan = plan_compaction(
+            self.state(), {"dt": day(n)[0]}, overwrite=overwrite, history=self.kept_from
         )
         for p in plan.writes:
             merged = self.read(p)
@@ -109,18 +112,17 @@ class Model:
             self.snap[p.group + p.chain] = {k: ("+I", v) for k, v in merged.items()}
         # what chain_compact does with the stale marks
         self.stale = {
-            tuple(k)
-            for k in self.state().stale_after_compaction(plan.writes, {s: s for s in self.stale})
+            tuple(k) for k in stale_after_compaction(plan.writes, {s: s for s in self.stale})
         }
         return plan
 
     def expire(self, now_day, max_num):
         state = self.state()
         # what expiration_plan does: keep what the stale snapshots are rebuilt from
-        snapshots, deltas, _ = state.expirable(self.stale)
+        snapshots, deltas, _ = expirable(state, self.stale)
         plan = expire.plan_expiration(
-            [state.split(p) for p in snapshots],
-            [state.split(p) for p in deltas],
+            [state.layout.split(p) for p in snapshots],
+            [state.layout.split(p) for p in deltas],
             time_of,
             DAY0 + dt.timedelta(days=now_day),
             dt.timedelta(days=10),
@@ -139,7 +141,7 @@ class Model:
     def check(self, allow_stale=True):
         state = self.state()
         for part in state.snapshots | state.deltas:
-            g, c = state.split(part)
+            g, c = state.layout.split(part)
             plan = state.plan_read(g, c)
             if allow_stale and self.depends_on_stale(plan):
                 continue

@@ -7,14 +7,12 @@ import random
 
 import pytest
 
-from dbt.adapters.chaintable import policy
-from dbt.adapters.chaintable.options import (
-    ChainConfigError,
-    ChainOptions,
-    CompactionPolicy,
-    dropped_options,
-)
-from dbt.adapters.chaintable.planner import ChainState
+from dbt.adapters.chaintable.base.compaction_policy import CompactionPolicy
+from dbt.adapters.chaintable.base.keys import dropped_options
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.values import ChainConfigError
+from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.compaction import policy
 
 BASE = {
     "partition_by": ["region", "dt"],

@@ -9,15 +9,17 @@ import re
 
 import pytest
 
-from dbt.adapters.chaintable.options import ChainConfigError, ChainOptions, CompactionPolicy
-from dbt.adapters.chaintable.sql import statements as S
-from dbt.adapters.chaintable.sql.properties import (
+from dbt.adapters.chaintable.base import statements as S
+from dbt.adapters.chaintable.base.compaction_policy import CompactionPolicy
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.properties import (
     DEFAULT_PATTERNS,
     REDACTED,
     mirror_key,
     read_back,
     stored,
 )
+from dbt.adapters.chaintable.base.values import ChainConfigError
 
 SPARK_DEFAULTS = [re.compile(r"(?i)url"), re.compile(r"(?i)secret|password|token|access[.]?key")]
 

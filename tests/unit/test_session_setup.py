@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dbt.adapters.chaintable import spark_log
+from dbt.adapters.chaintable.base import spark_log
 from dbt.adapters.chaintable.connections import ChainTableCredentials
 
 URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
@@ -96,7 +96,7 @@ def test_no_lines_without_a_quiet_jvm(monkeypatch):
 
 
 def test_a_session_on_a_shared_catalog_gives_other_readers_the_grace():
-    from dbt.adapters.chaintable.runner import shared_catalog
+    from dbt.adapters.chaintable.base.runner import shared_catalog
 
     assert shared_catalog({"spark.hadoop.hive.metastore.uris": "thrift://127.0.0.1:9083"})
     url = "spark.hadoop.javax.jdo.option.ConnectionURL"

@@ -3,8 +3,8 @@ static spec when the caller knows the single partition every row belongs to (com
 group: no sort of the rows by partition, the partition exists even when empty), and the layout
 a compaction writes: shuffled and sorted by key."""
 
-from dbt.adapters.chaintable.options import ChainOptions
-from dbt.adapters.chaintable.sql.render import Renderer
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.read.render import Renderer
 
 OPTS = ChainOptions(
     partition_by=("region", "dt"), chain_keys=("dt",), primary_key=("id", "region", "dt")

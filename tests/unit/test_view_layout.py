@@ -8,9 +8,12 @@ import re
 
 import pytest
 
-from dbt.adapters.chaintable.options import DEFAULT_VIEW_RECENT, ChainOptions
-from dbt.adapters.chaintable.planner import ChainPlanError, ChainState
-from dbt.adapters.chaintable.sql.render import Renderer
+from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.partitions import ChainPlanError
+from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.view.layout import mapped_runs, stored_in, view_branches, view_layout
+from dbt.adapters.chaintable.view.sql import ViewSql
 
 GROUPED = ChainOptions(
     partition_by=("region", "dt"),
@@ -57,28 +60,28 @@ def int_days():
 
 
 def renderer(opts=GROUPED, cols=COLS):
-    return Renderer(opts, cols, {"id": "int", "seq": "int"}, "s.t__snapshot", "s.t__delta")
+    return ViewSql(opts, cols, {"id": "int", "seq": "int"}, "s.t__snapshot", "s.t__delta")
 
 
 def test_days_after_the_newest_snapshot_keep_literal_branches_older_go_to_the_mapping():
     s = weekly(30, groups=2)  # snapshots 0101, 0108, ..., 0129
-    literal, mapped = s.view_layout(3)
+    literal, mapped = view_layout(s, 3)
     assert [c for c, _ in literal] == [("20250130",)]
-    every = [p for _, plans in s.view_branches() for p in plans]
+    every = [p for _, plans in view_branches(s) for p in plans]
     assert sorted(
         mapped + [p for _, plans in literal for p in plans], key=lambda p: (p.chain, p.group)
     ) == sorted(every, key=lambda p: (p.chain, p.group))
     assert {p.chain for p in mapped}.isdisjoint({c for c, _ in literal})
     assert max(p.chain for p in mapped) == ("20250128",)
-    assert s.view_layout(0)[0] == []
+    assert view_layout(s, 0)[0] == []
     # without a compaction for a while: at most `recent` literal branches, the newest ones
     s = weekly(13, groups=2)  # snapshots 0101, 0108; deltas up to 0113
-    assert [c for c, _ in s.view_layout(7)[0]] == [(f"202501{d:02d}",) for d in range(9, 14)]
-    assert [c for c, _ in s.view_layout(3)[0]] == [(f"202501{d:02d}",) for d in range(11, 14)]
+    assert [c for c, _ in view_layout(s, 7)[0]] == [(f"202501{d:02d}",) for d in range(9, 14)]
+    assert [c for c, _ in view_layout(s, 3)[0]] == [(f"202501{d:02d}",) for d in range(11, 14)]
     no_snapshot = ChainState.build(
         GROUPED, [], [("r00", f"202501{d:02d}") for d in range(1, 10)], {"dt": "string"}
     )
-    assert [c for c, _ in no_snapshot.view_layout(2)[0]] == [("20250108",), ("20250109",)]
+    assert [c for c, _ in view_layout(no_snapshot, 2)[0]] == [("20250108",), ("20250109",)]
 
 
 def test_a_daily_run_leaves_the_mapped_reads_as_they_were():
@@ -92,23 +95,23 @@ def test_a_daily_run_leaves_the_mapped_reads_as_they_were():
         list(before.deltas) + [(f"r{g:02d}", "20250113") for g in range(3)],
         {"dt": "string"},
     )
-    assert r.map_rows(before.view_layout(7)[1]) == r.map_rows(after.view_layout(7)[1])
-    assert before.view_layout(7)[0] != after.view_layout(7)[0]
+    assert r.map_rows(view_layout(before, 7)[1]) == r.map_rows(view_layout(after, 7)[1])
+    assert view_layout(before, 7)[0] != view_layout(after, 7)[0]
 
 
 def test_mapped_runs_hold_every_mapped_day_and_no_stored_one():
     s = weekly(30, groups=2)  # snapshots 0101, 0108, 0115, 0122, 0129
-    _, mapped = s.view_layout(3)
-    assert s.mapped_runs(mapped, 8) == [
+    _, mapped = view_layout(s, 3)
+    assert mapped_runs(s, mapped, 8) == [
         ("20250102", "20250107"),
         ("20250109", "20250114"),
         ("20250116", "20250121"),
         ("20250123", "20250128"),
     ]
     # past the cap the oldest runs merge into one: a wider range, still holding every day
-    assert s.mapped_runs(mapped, 2) == [("20250102", "20250121"), ("20250123", "20250128")]
-    assert s.mapped_runs(mapped, 1) == [("20250102", "20250128")]
-    assert s.mapped_runs([], 4) == []
+    assert mapped_runs(s, mapped, 2) == [("20250102", "20250121"), ("20250123", "20250128")]
+    assert mapped_runs(s, mapped, 1) == [("20250102", "20250128")]
+    assert mapped_runs(s, [], 4) == []
     # a day stored for one group and mapped for another is inside (the anti join sorts it)
     one = ChainState.build(
         GROUPED,
@@ -116,40 +119,40 @@ def test_mapped_runs_hold_every_mapped_day_and_no_stored_one():
         [(r, f"2025010{d}") for r in ("r00", "r01") for d in range(2, 7)],
         {"dt": "string"},
     )
-    _, mapped = one.view_layout(1)
-    assert one.mapped_runs(mapped, 8) == [("20250102", "20250105")]
-    assert one.stored_in(one.mapped_runs(mapped, 8))
+    _, mapped = view_layout(one, 1)
+    assert mapped_runs(one, mapped, 8) == [("20250102", "20250105")]
+    assert stored_in(one, mapped_runs(one, mapped, 8))
     # integral chain keys compare as numbers (9 before 10)
     hourly = stored_hours()
-    _, mapped = hourly.view_layout(1)
-    assert hourly.mapped_runs(mapped, 8) == [("20250101", "20250101")]
+    _, mapped = view_layout(hourly, 1)
+    assert mapped_runs(hourly, mapped, 8) == [("20250101", "20250101")]
     days = int_days()
-    _, mapped = days.view_layout(1)  # 11 is mapped too: past the one literal day kept
-    assert days.mapped_runs(mapped, 8) == [("2", "9"), ("11", "11")]
+    _, mapped = view_layout(days, 1)  # 11 is mapped too: past the one literal day kept
+    assert mapped_runs(days, mapped, 8) == [("2", "9"), ("11", "11")]
 
 
 def test_stored_partitions_inside_the_mapped_runs():
     s = weekly(30, groups=2)  # snapshots 0101, 0108, 0115, 0122, 0129
-    _, mapped = s.view_layout(3)
-    assert not s.stored_in(s.mapped_runs(mapped, 8))
+    _, mapped = view_layout(s, 3)
+    assert not stored_in(s, mapped_runs(s, mapped, 8))
     # the merged oldest run spans the stored 0108 and 0115
-    assert s.stored_in(s.mapped_runs(mapped, 2))
-    assert not s.stored_in([])
+    assert stored_in(s, mapped_runs(s, mapped, 2))
+    assert not stored_in(s, [])
     # a stored hour of a mapped day
     hourly = stored_hours()
-    _, mapped = hourly.view_layout(1)
-    assert hourly.stored_in(hourly.mapped_runs(mapped, 8))
+    _, mapped = view_layout(hourly, 1)
+    assert stored_in(hourly, mapped_runs(hourly, mapped, 8))
     # integral keys compare as numbers: 10 is not between 2 and 9
     days = int_days()
-    assert not days.stored_in([("2", "9"), ("11", "11")])
-    assert days.stored_in([("2", "11")])
+    assert not stored_in(days, [("2", "9"), ("11", "11")])
+    assert stored_in(days, [("2", "11")])
 
 
 def test_without_stored_partitions_in_the_runs_the_view_has_no_anti_join_branch():
     s = weekly(20, groups=2)
-    layout = s.view_layout(3)
-    runs = s.mapped_runs(layout[1], 4)
-    assert not s.stored_in(runs)
+    layout = view_layout(s, 3)
+    runs = mapped_runs(s, layout[1], 4)
+    assert not stored_in(s, runs)
     sql = renderer().view(layout, MAP, runs=runs, stored_in_runs=False)
     branches = sql.split("\nUNION ALL\n")
     cond = (
@@ -169,8 +172,8 @@ def test_without_stored_partitions_in_the_runs_the_view_has_no_anti_join_branch(
 
 def test_a_stored_day_between_mapped_days_prunes_the_mapped_branch():
     s = weekly(20, groups=2)  # snapshots 0101, 0108, 0115; 0116, 0117 mapped, 0118.. literal
-    layout = s.view_layout(3)
-    sql = renderer().view(layout, MAP, runs=s.mapped_runs(layout[1], 4))
+    layout = view_layout(s, 3)
+    sql = renderer().view(layout, MAP, runs=mapped_runs(s, layout[1], 4))
     runs = (
         "coalesce((`dt` >= '20250102' AND `dt` <= '20250107') "
         "OR (`dt` >= '20250109' AND `dt` <= '20250114') "
@@ -184,7 +187,7 @@ def test_a_stored_day_between_mapped_days_prunes_the_mapped_branch():
 
 def test_later_partitions_prune_the_mapped_branch_and_the_anti_join():
     s = weekly(12, groups=2)
-    sql = renderer().view(s.view_layout(7), MAP)
+    sql = renderer().view(view_layout(s, 7), MAP)
     upto = "coalesce(`dt` >= '20250102' AND `dt` <= '20250107', false)"
     branches = sql.split("\nUNION ALL\n")
     assert branches[0].startswith("SELECT `id`") and f"WHERE NOT {upto}" in branches[0]
@@ -203,7 +206,7 @@ def test_later_partitions_prune_the_mapped_branch_and_the_anti_join():
 def test_view_text_does_not_grow_with_history():
     r = renderer()
     sizes = {
-        days: len(r.view(weekly(days).view_layout(DEFAULT_VIEW_RECENT), MAP))
+        days: len(r.view(view_layout(weekly(days), DEFAULT_VIEW_RECENT), MAP))
         for days in (21, 60, 365)
     }
     assert sizes[21] < 32_700 and sizes[365] < 32_700
@@ -220,14 +223,14 @@ def test_view_text_does_not_grow_with_history():
         ],
         {"dt": "string"},
     )
-    assert len(stuck.view_layout(DEFAULT_VIEW_RECENT)[0]) == DEFAULT_VIEW_RECENT
+    assert len(view_layout(stuck, DEFAULT_VIEW_RECENT)[0]) == DEFAULT_VIEW_RECENT
     # without the mapping (every delta-only day literal) a year would be far over the limit
-    assert len(r.view((weekly(365).view_branches(), []))) > 10 * 32_700
+    assert len(r.view((view_branches(weekly(365)), []))) > 10 * 32_700
 
 
 def test_mapping_rows_are_the_planned_anchor_and_deltas():
     s = weekly(10, groups=1)
-    _, mapped = s.view_layout(1)
+    _, mapped = view_layout(s, 1)
     sql = renderer().map_insert("s.m", "v1", mapped)
     assert sql.startswith(
         "INSERT INTO s.m PARTITION (`ct__version` = 'v1') (`region`, `ct__target_dt`, "
@@ -245,7 +248,7 @@ def test_mapping_rows_are_the_planned_anchor_and_deltas():
 
 def test_a_mapped_day_the_cumulative_delta_serves_maps_to_its_anchor_and_c_partition():
     s = weekly(10, groups=1)
-    _, mapped = s.view_layout(1)
+    _, mapped = view_layout(s, 1)
     served = {("r00", "20250103"): "stamp0103"}
     sql = renderer().map_insert("s.m", "v1", mapped, served)
     assert "('r00', '20250103', '20250101', 'anchor', NULL)" in sql
@@ -279,7 +282,7 @@ def test_mapped_read_merges_per_target_and_orders_by_source_partition():
     # Spark cannot size the deltas joined to the mapping: their keys are broadcast by hint, as
     # a literal branch's are by size, so the anchor is not shuffled
     assert sql.count("/*+ BROADCAST(__d) */") == 2
-    assert "BROADCAST" not in renderer().merged(("20250103",), weekly(3).view_layout(1)[0][0][1])
+    assert "BROADCAST" not in renderer().merged(("20250103",), view_layout(weekly(3), 1)[0][0][1])
 
 
 def test_multi_key_chains_map_every_chain_key():
@@ -287,7 +290,7 @@ def test_multi_key_chains_map_every_chain_key():
         HOURLY, [("20250801", "00")], [("20250801", f"{h:02d}") for h in range(1, 6)], {}
     )
     r = renderer(HOURLY, ["id", "v", "dt", "hour"])
-    _, mapped = s.view_layout(1)
+    _, mapped = view_layout(s, 1)
     assert [p.chain for p in mapped] == [("20250801", f"{h:02d}") for h in range(1, 5)]
     cols = [c for c, _ in r.map_columns()]
     assert cols == [
@@ -340,7 +343,7 @@ def test_a_view_refresh_keeps_a_week_of_literal_branches_by_default():
 
 def test_a_hidden_snapshot_partition_that_is_also_literal_is_left_out_once():
     s = weekly(12, groups=1)  # snapshots 0101, 0108; 0109..0112 literal
-    layout = s.view_layout(7)
+    layout = view_layout(s, 7)
     sql = renderer().view(layout, MAP, hidden=[("r00", "20250112"), ("r00", "20250108")])
     first = sql.split("\nUNION ALL\n")[0]
     assert first.endswith(

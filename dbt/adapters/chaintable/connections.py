@@ -21,7 +21,7 @@ from dbt.adapters.spark.connections import (
 )
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.chaintable import spark_log
+from dbt.adapters.chaintable.base import spark_log
 
 logger = AdapterLogger("chaintable")
 

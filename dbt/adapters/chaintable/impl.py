@@ -16,22 +16,27 @@ from dbt.adapters.base.relation import BaseRelation
 from dbt.adapters.contracts.relation import RelationType
 from dbt.adapters.spark.impl import SparkAdapter
 
-from dbt.adapters.chaintable.accumulate import Accumulator
-from dbt.adapters.chaintable.catalog import (
+from dbt.adapters.chaintable.base.config import ChainTableConfig
+from dbt.adapters.chaintable.base.runner import Runner
+from dbt.adapters.chaintable.base.values import ChainConfigError
+from dbt.adapters.chaintable.chain.catalog import (
     Catalog,
-    ChainTables,
     name_of,
     schema_of,
     split_relation,
 )
-from dbt.adapters.chaintable.config import ChainTableConfig
+from dbt.adapters.chaintable.compaction.compactor import Compactor
 from dbt.adapters.chaintable.connections import ChainTableConnectionManager
-from dbt.adapters.chaintable.maintenance import Maintenance
-from dbt.adapters.chaintable.options import ChainConfigError
-from dbt.adapters.chaintable.publish import Publisher
-from dbt.adapters.chaintable.run import ChainRun, RunFlow
-from dbt.adapters.chaintable.runner import Runner
-from dbt.adapters.chaintable.view import ViewWriter
+from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
+from dbt.adapters.chaintable.expiration.expirer import Expirer
+from dbt.adapters.chaintable.operations.maintenance import Maintenance
+from dbt.adapters.chaintable.publish.lock import ChainLock
+from dbt.adapters.chaintable.publish.publisher import Publisher
+from dbt.adapters.chaintable.publish.recovery import Recovery
+from dbt.adapters.chaintable.run.finish import Finisher
+from dbt.adapters.chaintable.run.flow import RunFlow
+from dbt.adapters.chaintable.run.model import ChainRun
+from dbt.adapters.chaintable.view.writer import ViewWriter
 
 
 class Chain:
@@ -41,13 +46,21 @@ class Chain:
 
     def __init__(self, runner: Runner):
         self.catalog = Catalog(runner)
-        self.publisher = Publisher(self.catalog)
         self.views = ViewWriter(self.catalog)
-        self.accumulator = Accumulator(self.catalog, self.views)
-        self.maintenance = Maintenance(self.catalog, self.publisher, self.views, self.accumulator)
-        self.runs = RunFlow(
-            self.catalog, self.publisher, self.views, self.accumulator, self.maintenance
+        recovery = Recovery(self.catalog, self.views)
+        self.publisher = Publisher(self.catalog, ChainLock(self.catalog, recovery), recovery)
+        self.accumulator = Accumulator(
+            self.catalog, lambda loaded, days: self.views.refresh(loaded, unserved=days)
         )
+        self.compactor = Compactor(self.catalog, self.publisher, self.views, self.accumulator)
+        self.expirer = Expirer(self.catalog, self.publisher, self.views)
+        self.maintenance = Maintenance(
+            self.catalog, self.publisher, self.views, self.compactor, self.expirer
+        )
+        finisher = Finisher(
+            self.catalog, self.publisher, self.views, self.accumulator, self.compactor, self.expirer
+        )
+        self.runs = RunFlow(self.catalog, self.publisher, self.accumulator, finisher)
 
 
 class ChainTableAdapter(SparkAdapter):
@@ -59,10 +72,6 @@ class ChainTableAdapter(SparkAdapter):
         return Chain(Runner(lambda: self.connections))
 
     # ---- resolving a chain table -------------------------------------------------------------
-    @available
-    def chain_tables(self, relation: BaseRelation) -> ChainTables:
-        return ChainTables.of(relation)
-
     @available
     def chain_relation(
         self,
@@ -131,13 +140,13 @@ class ChainTableAdapter(SparkAdapter):
     def chain_compact(
         self, relation: BaseRelation, partition: Any, overwrite: bool = False
     ) -> bool:
-        return self.chain.maintenance.compact(relation, partition, overwrite)
+        return self.chain.compactor.compact(relation, partition, overwrite)
 
     @available
     def chain_expire(
         self, relation: BaseRelation, now: str | None = None, dry_run: bool = False
     ) -> list[str]:
-        return self.chain.maintenance.expire(relation, now, dry_run)
+        return self.chain.expirer.expire(relation, now, dry_run)
 
     @available
     def chain_status(self, relation: BaseRelation, now: str | None = None) -> str:

@@ -1,0 +1,40 @@
+"""Named steps at which a test stops an operation (docs/design.md#crash-safety-and-locking): the crash tests
+kill, fail or slow a writer there and check what a later run recovers."""
+
+from __future__ import annotations
+
+import os
+
+from dbt_common.exceptions import DbtRuntimeError
+
+
+class SimulatedCrash(Exception):
+    """Raised by a failpoint: the lock's cleanup lets it through untouched, so the tables stay
+    exactly as a killed process would leave them (in-process tests)."""
+
+
+def failpoint(name: str) -> None:
+    """`CHAINTABLE_FAILPOINT=<name>[:kill|:error|:sleep=<s>]` stops the process at a named step
+    of an operation: `kill` sends SIGKILL to the process (a real crash, for subprocess tests),
+    `error` raises the error a failed statement raises (the caller's error handling runs),
+    `sleep=<s>` holds the step for s seconds and goes on (a slow writer, for lock tests);
+    otherwise it raises SimulatedCrash (for in-process tests). Unset in production: one dict
+    lookup."""
+    wanted = os.environ.get("CHAINTABLE_FAILPOINT")
+    if not wanted:
+        return
+    point, _, how = wanted.partition(":")
+    if point != name:
+        return
+    if how == "kill":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how.startswith("sleep="):
+        import time
+
+        time.sleep(float(how.split("=", 1)[1]))
+        return
+    if how == "error":
+        raise DbtRuntimeError(f"failpoint {name}: a statement failed")
+    raise SimulatedCrash(f"failpoint {name}")

@@ -1,0 +1,107 @@
+"""Reading a day from the cumulative delta (docs/design.md#cumulative-delta): its anchor rows
+whose key the day's C partition does not hold, and that partition's live rows. Every read of a
+served day goes through here: the view, chain_read, compaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.partitions import Values
+from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q
+from dbt.adapters.chaintable.chain.catalog import STAMP_COLUMN
+from dbt.adapters.chaintable.chain.sql import ChainSql
+from dbt.adapters.chaintable.chain.state import ReadPlan
+from dbt.adapters.chaintable.cumulative.plan import MASK_COLUMN, MASK_SHIFT, mask_key
+from dbt.adapters.chaintable.merge.rules import is_retract
+
+
+def on_keys(keys: Sequence[str], left: str, right: str) -> str:
+    return " AND ".join(f"{left}.{q(k)} = {right}.{q(k)}" for k in keys) or "true"
+
+
+def block(column_sql: str) -> str:
+    """The block of 64 key values a key falls in (its mask row's key)."""
+    return f"shiftright(CAST({column_sql} AS BIGINT), {MASK_SHIFT})"
+
+
+def bit(column_sql: str) -> str:
+    """A key's bit in its block's mask."""
+    return f"shiftleft(1L, CAST(CAST({column_sql} AS BIGINT) & {2**MASK_SHIFT - 1} AS INT))"
+
+
+def read_parts(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    anchor_sql: str | None,
+    cumulative_sql: str,
+    keys_sql: str,
+    mask: str | None = None,
+) -> list[str]:
+    """A day's full state from its anchor and its cumulative delta, as the SELECTs of a UNION
+    ALL: the anchor rows whose key the cumulative delta does not hold (its keys, one row each,
+    from `keys_sql`, broadcast), and its live rows. With `mask` (plan.mask_key) `keys_sql` gives
+    C's mask rows instead."""
+    keys = list(opts.merge_keys)
+    live = f"SELECT {cols_sql(columns)} FROM ({cumulative_sql}) __c WHERE NOT {is_retract(opts)}"
+    if anchor_sql is None:
+        return [live]
+    if mask is None:
+        on = on_keys(keys, "__a", "__k")
+        kept = cols_sql(keys) or "true AS __chain_any"
+    else:
+        groups = [k for k in keys if k.lower() != mask.lower()]
+        on = " AND ".join(
+            [
+                *(f"__a.{q(g)} = __k.{q(g)}" for g in groups),
+                f"{block('__a.' + q(mask))} = {block('__k.' + q(mask))}",
+                f"(__k.{q(MASK_COLUMN)} & {bit('__a.' + q(mask))}) <> 0",
+            ]
+        )
+        kept = cols_sql([*keys, MASK_COLUMN])
+    untouched = (
+        f"SELECT /*+ BROADCAST(__k) */ {cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
+        f"LEFT ANTI JOIN (SELECT {kept} FROM ({keys_sql}) __kk) __k ON {on}"
+    )
+    return [untouched, live]
+
+
+# ---- one chain's cumulative table -------------------------------------------------------------
+def stamped_where(r: ChainSql, parts: Mapping[Values, str]) -> str:
+    """C partitions: each (group + chain) with its stamp. Stamps are unique per partition
+    (cumulative.stamp), so one IN list of them cannot pick another partition's."""
+    stamps = ", ".join(literal(s) for s in sorted(set(parts.values())))
+    return f"({r.partitions_predicate(list(parts))}) AND {q(STAMP_COLUMN)} IN ({stamps})"
+
+
+def mask_of(r: ChainSql) -> str | None:
+    return mask_key(r.opts, r.types)
+
+
+def select(r: ChainSql, parts: Mapping[Values, str]) -> str:
+    return f"SELECT {cols_sql(r.columns)} FROM {r.cumulative} WHERE {stamped_where(r, parts)}"
+
+
+def read(r: ChainSql, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> list[str]:
+    """The full state of one day for the groups of `plans`, all served (`serving`), as the
+    SELECTs of a UNION ALL."""
+    parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
+    anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
+    mask = mask_of(r)
+    return read_parts(
+        r.opts,
+        r.columns,
+        r.select(r.snapshot, anchors) if anchors else None,
+        select(r, parts),
+        keys_sql(r.opts.merge_keys, r.cumulative, mask, stamped_where(r, parts)),
+        mask,
+    )
+
+
+def keys_sql(keys: Sequence[str], source: str, mask: str | None, where: str = "") -> str:
+    """`read_parts`' `keys_sql` from C rows `source` (with the mask column when `mask`): each
+    key, or with `mask` the first key of each block with the block's mask."""
+    conds = [f"{q(MASK_COLUMN)} IS NOT NULL"] if mask else []
+    conds += [where] if where else []
+    selected = cols_sql([*keys, MASK_COLUMN] if mask else keys) or "1"
+    return f"SELECT {selected} FROM {source}" + (" WHERE " + " AND ".join(conds) if conds else "")

@@ -1,0 +1,132 @@
+"""Writing partitions safely: a merged write to a table of its own, and the atomic switch of each
+partition to its new directory, under the chain's lock (lock.py), with what a crash leaves to
+recovery.py (safety.py holds the pure parts and docs/design.md#crash-safety-and-locking the
+reasoning)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from dbt.adapters.base.relation import BaseRelation
+
+from dbt.adapters.chaintable.base import statements as S
+from dbt.adapters.chaintable.base.failpoints import failpoint
+from dbt.adapters.chaintable.base.partitions import (
+    Values,
+    format_partition,
+)
+from dbt.adapters.chaintable.base.versions import version_location
+from dbt.adapters.chaintable.chain.catalog import (
+    Catalog,
+    ChainTables,
+    Loaded,
+)
+from dbt.adapters.chaintable.publish import safety
+from dbt.adapters.chaintable.publish.lock import ChainLock
+from dbt.adapters.chaintable.publish.recovery import Recovery
+from dbt.adapters.chaintable.read.render import Renderer
+
+
+class Publisher:
+    def __init__(self, catalog: Catalog, lock: ChainLock, recovery: Recovery):
+        self.catalog, self.lock, self.recovery = catalog, lock, recovery
+        self.run = catalog.runner.run
+
+    # ---- publishing ---------------------------------------------------------------------------
+    def create_pub(
+        self,
+        target: BaseRelation,
+        loaded: Loaded,
+        source_sql: str,
+        parts: Sequence[Values],
+        run_id: str,
+        by_key: bool = False,
+    ) -> None:
+        """Merged rows in a fresh directory below `target`, laid out (format, buckets) like it,
+        every partition of `parts` present (empty if the merge left no row), ready to publish.
+        `by_key`: shuffled and sorted by key (Renderer.by_key) unless `target` is bucketed,
+        whose buckets are its layout."""
+        pub = str(loaded.tables.pub)
+        self.run(S.drop_table(pub))
+        renderer = Renderer.of(loaded)
+        info = self.catalog.formatted(target)
+        buckets = int(info.get("Num Buckets") or 0)
+        bucket_cols = [
+            c.strip(" `")
+            for c in info.get("Bucket Columns", "").strip("[]").split(",")
+            if c.strip(" `")
+        ]
+        self.run(
+            S.create_table(
+                pub,
+                loaded.columns,
+                loaded.opts.partition_by,
+                {safety.P_TARGET: str(target)},
+                file_format=info.get("Provider", "parquet"),
+                location=version_location(info["Location"], run_id),
+                clustered_by=bucket_cols if buckets > 0 else (),
+                buckets=buckets if buckets > 0 else None,
+            )
+        )
+        by_key = by_key and buckets == 0
+        if len(parts) == 1:  # one partition (one group): its rows carry its values
+            self.run(renderer.insert_overwrite(pub, source_sql, only=parts[0], by_key=by_key))
+            return
+        self.run(renderer.insert_overwrite(pub, source_sql, by_key=by_key))
+        present = set(self.catalog.partitions(pub, loaded.opts.partition_by))
+        for part in parts:
+            if part not in present:
+                self.run(renderer.empty_partition(pub, part))
+
+    def publish(
+        self,
+        target: BaseRelation,
+        source: BaseRelation | None,
+        partition_by: Sequence[str],
+        parts: Sequence[Values],
+        existing: Sequence[Values],
+        directories: Mapping[Values, str] | None = None,
+    ) -> None:
+        """Switch each partition of `target` to its new directory in `source` (`directories`
+        names those known without asking: a bare stage directory, whose run has no `source`
+        table): one metastore operation per partition (atomic for readers). Old directories
+        are deleted afterwards."""
+        cat, have = self.catalog, set(existing)
+        known = dict(directories or {})
+        self.lock.check_lease(str(ChainTables.of_branch(target).lock))
+        replaced = {
+            format_partition(partition_by, part): cat.partition_location(target, partition_by, part)
+            for part in parts
+            if part in have
+        }
+        if replaced:  # so that recovery after a crash can delete the ones switched away from
+            record = {safety.P_REPLACES: json.dumps(replaced)}
+            if source is None:  # the lock names the run's bare stage directory: it records them
+                self.lock.record_stage(ChainTables.of_branch(target), record)
+            else:
+                cat.set_properties(source, record)
+        added, old_dirs = [], []
+        for part in parts:
+            new_dir = known.get(part)
+            if new_dir is None:
+                assert source is not None, "a partition without a directory needs a stage table"
+                new_dir = cat.partition_location(source, partition_by, part)
+            if part in have:
+                old_dirs.append(replaced[format_partition(partition_by, part)])
+                self.run(S.set_partition_location(str(target), partition_by, part, new_dir))
+                failpoint("publish.first")
+            else:
+                added.append((part, new_dir))
+        self.run(S.add_partitions(str(target), partition_by, added))
+        failpoint("publish.done")
+        if source is not None:
+            self.run(S.drop_table(str(source)))  # external: its published files stay
+        else:  # published: a later failure of the run has no stage directory to delete
+            self.lock.unstaged(ChainTables.of_branch(target))
+        if old_dirs:  # nothing switched away: nothing to delete (the lock's recovery already
+            # collected what a crashed writer left in the scratch table)
+            cat.changed()
+            self.recovery.gc(
+                ChainTables.of_branch(target), old_dirs, "directories switched away from"
+            )

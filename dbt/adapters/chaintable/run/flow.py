@@ -1,0 +1,155 @@
+"""One chain_incremental run: decide the branch, stage the model's rows, check them, plan the
+partitions written, publish them, then record what they invalidate, refresh the view and expire.
+Each step returns an immutable value the next one reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from dbt.adapters.base.relation import BaseRelation
+
+from dbt.adapters.chaintable.base import versions
+from dbt.adapters.chaintable.base.config import ModelSettings
+from dbt.adapters.chaintable.base.failpoints import failpoint
+from dbt.adapters.chaintable.base.progress import Stopwatch
+from dbt.adapters.chaintable.base.runner import logger
+from dbt.adapters.chaintable.base.values import ChainConfigError
+from dbt.adapters.chaintable.chain.catalog import (
+    Catalog,
+    ChainTables,
+)
+from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
+from dbt.adapters.chaintable.publish import safety
+from dbt.adapters.chaintable.publish.publisher import Publisher
+from dbt.adapters.chaintable.run.finish import Finisher
+from dbt.adapters.chaintable.run.model import ChainRun, invalidated_snapshots
+from dbt.adapters.chaintable.run.planner import RunPlanner
+from dbt.adapters.chaintable.run.stager import Stager
+
+
+class RunFlow:
+    def __init__(
+        self, catalog: Catalog, publisher: Publisher, accumulator: Accumulator, finisher: Finisher
+    ):
+        self.catalog, self.publisher, self.accumulator = catalog, publisher, accumulator
+        self.stager = Stager(catalog, publisher)
+        self.planner = RunPlanner(catalog, accumulator)
+        self.finisher = finisher
+
+    # ---- before the model's SQL runs ------------------------------------------------------------
+    def prepare(
+        self,
+        relation: BaseRelation,
+        model: str,
+        config: Mapping[str, Any],
+        full_refresh: bool,
+        full_refresh_flag: bool,
+        empty: bool,
+        existing: Callable[[], BaseRelation | None],
+        drop: Callable[[BaseRelation], None],
+    ) -> ChainRun:
+        """Validate the config and decide which branch this run writes
+        (docs/design.md#branches-and-relations). `empty` is dbt's --empty: the model's refs and
+        sources give no rows, so the run checks and creates the relations and writes only what
+        the model still returns; it adds none of chain_partition's empty "no changes"
+        partitions (they would replace the day's real deltas with nothing) and expires nothing.
+        `existing` finds what `relation` is in dbt's cache, `drop` drops it."""
+        settings = ModelSettings.from_config(model, config)
+        tables = ChainTables.of(relation)
+        exists = self.catalog.branches_exist(tables)
+        if exists and full_refresh_flag and not full_refresh:
+            loaded = self.catalog.load(relation)
+            logger.info(
+                f"chain_incremental model '{model}': full_refresh is false in its "
+                f"config, so --full-refresh is ignored; it would have dropped "
+                f"{len(loaded.snapshots)} snapshot and {len(loaded.deltas)} delta "
+                "partitions"
+            )
+        current = existing()
+        if current is not None and not current.is_view:
+            if not full_refresh:
+                raise ChainConfigError(
+                    f"chain_incremental model '{model}': {relation} exists as a {current.type}, "
+                    "not a chain view; run with --full-refresh to replace it"
+                )
+            drop(current)
+        # chain_branch forces the branch, on a first run too: deltas may come before any
+        # snapshot (read rule 3 reads a group without one), as in Paimon, where a delta branch
+        # is written whether or not the snapshot branch holds anything yet
+        branch = settings.chain_branch or ("snapshot" if (not exists or full_refresh) else "delta")
+        logger.info(
+            f"chain_incremental model '{model}': writing the {branch} branch"
+            + (" (full refresh)" if full_refresh and exists else "")
+        )
+        return ChainRun(
+            settings,
+            tables,
+            branch,
+            full_refresh,
+            exists,
+            empty=bool(empty),
+            view_exists=current is not None and current.is_view,
+        )
+
+    def is_incremental(
+        self, relation: BaseRelation, config: Mapping[str, Any], full_refresh: bool
+    ) -> bool:
+        if full_refresh or dict(config).get("chain_branch") == "snapshot":
+            return False
+        return self.catalog.branches_exist(ChainTables.of(relation))
+
+    # ---- the run ----------------------------------------------------------------------------------
+    def execute(self, run: ChainRun, compiled_code: str) -> str:
+        """The whole run under the table's lock: stage the model's rows, check them, publish
+        them partition by partition, then invalidate, refresh the view and expire."""
+        clock = Stopwatch()
+        single = Stager.single_partition(run)
+        run_id = versions.new_run_id()
+        # a run of one partition stages it in a bare directory, which the lock names from the
+        # start (for the recovery after a crash: a published directory is kept)
+        bare = (
+            {
+                safety.P_STAGE_RUN: run_id,
+                safety.P_TARGET: str(run.target),
+                safety.P_PARTITION: json.dumps(
+                    dict(zip(run.opts.partition_by, single, strict=True))
+                ),
+            }
+            if single is not None
+            else None
+        )
+        operation = f"run of model '{run.model}'"
+        lease = run.settings.lock_lease
+        with self.publisher.lock.locked(run.tables, operation, bare, lease) as names:
+            stored = self.planner.stored_properties(run)
+            stage = self.stager.stage(run, compiled_code, run_id, single, bare)
+            failpoint("run.staged")
+            plan = self.planner.plan(run, stage, stored, names)
+            prebuilt = None
+            if run.publishes:
+                plan = replace(
+                    plan,
+                    loaded=self.accumulator.before_write(plan.loaded, run.branch, plan.written),
+                )
+                plan, prebuilt = self.planner.checked_build(run, stage, plan)
+                invalidated = invalidated_snapshots(run, plan)
+                # snapshots to drop or mark stale after the publish: named on the lock first,
+                # for whoever recovers from a crash in between (a new newest day has none)
+                if invalidated or (
+                    run.branch == "delta"
+                    and plan.loaded.state().stale_after_delta_write(plan.written)
+                ):
+                    self.publisher.lock.invalidating(
+                        run.tables, stage.run_id, run.opts.partition_by, plan.written, invalidated
+                    )
+            stage_dropped = self.finisher.write(run, stage, plan)
+            logger.info(
+                f"'{run.model}': {len(plan.written)} partition(s) written to the {run.branch} "
+                f"branch ({clock} since the run started)"
+            )
+            loaded = self.finisher.finish(run, plan, stage_dropped, prebuilt)
+            compacted = self.finisher.maintain(run, loaded)
+        return f"OK: {len(plan.written)} {run.branch} partition(s)" + compacted

@@ -1,0 +1,112 @@
+"""The adapter package's layout (docs/design.md#code-layout), read from the source: every import
+between its packages runs down the layers, no modules import each other in a loop, and modules,
+classes and functions stay within the sizes a reader takes in at once."""
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).parents[2] / "dbt" / "adapters" / "chaintable"
+PREFIX = "dbt.adapters.chaintable"
+
+# lowest first; a package imports only packages of lower layers (one layer's may not import
+# each other either)
+LAYERS = [
+    {"base"},
+    {"chain", "merge"},
+    {"cumulative"},
+    {"read"},
+    {"view"},
+    {"publish"},
+    {"compaction", "expiration"},
+    {"operations", "run", "connections"},
+    {"impl"},
+    {"__init__"},
+]
+MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 400, 300, 60
+# (module path below the package, definition): why it may stay longer; none needs to today
+LONG: dict[tuple[str, str], str] = {}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imports(path: Path, names: set[str]) -> set[str]:
+    """The package's modules `path` imports (from X import module counts as X.module)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PREFIX):
+            base = node.module[len(PREFIX) :].lstrip(".")
+            for alias in node.names:
+                sub = f"{base}.{alias.name}".lstrip(".")
+                found.add(sub if sub in names else base)
+    return {m for m in found if m}
+
+
+def layer(module: str) -> int:
+    top = module.split(".")[0]
+    return next(i for i, packages in enumerate(LAYERS) if top in packages)
+
+
+def test_every_package_is_on_a_layer():
+    assert {m.split(".")[0] for m in modules()} - {"__version__"} <= set().union(*LAYERS)
+
+
+def test_imports_between_packages_run_down_the_layers():
+    mods = modules()
+    up = [
+        f"{m} -> {target}"
+        for m, path in mods.items()
+        if m != "__version__"
+        for target in imports(path, set(mods))
+        if target.split(".")[0] != m.split(".")[0] and layer(target) >= layer(m)
+    ]
+    assert up == []
+
+
+def test_no_modules_import_each_other_in_a_loop():
+    mods = modules()
+    graph = {m: imports(p, set(mods)) & set(mods) for m, p in mods.items()}
+    state: dict[str, int] = defaultdict(int)  # 0 unseen, 1 on the path, 2 done
+    loops = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for t in sorted(graph[m]):
+            if state[t] == 1:
+                loops.append(path[path.index(t) :] + [t])
+            elif state[t] == 0:
+                visit(t, [*path, t])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if state[m] == 0:
+            visit(m, [m])
+    assert loops == []
+
+
+def test_modules_classes_and_functions_stay_short():
+    over, allowed = [], set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE:
+            over.append(f"{rel}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+                limit = MAX_CLASS if isinstance(node, ast.ClassDef) else MAX_FUNCTION
+                size = node.end_lineno - node.lineno + 1
+                if size > limit:
+                    if (rel, node.name) in LONG:
+                        allowed.add((rel, node.name))
+                    else:
+                        over.append(f"{rel}: {node.name} {size} lines")
+    assert over == []
+    assert allowed == set(LONG), "an allowed long definition is short now: drop it from LONG"
