@@ -74,7 +74,7 @@ def test_readers_in_other_sessions_never_lose_the_view(thrift_server, tmp_path, 
         for t in threads:
             t.start()
         statements = []
-        for d in ("20250804", "20250805", "20250806"):
+        for d in ("20250804",):  # a daily run points the view at a new layout
             p.dbt("run", "--select", "t", vars={"dt": d})
             statements.append(p.log_text())
         p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}})
@@ -307,8 +307,7 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
             assert readers.poll() is None, readers.communicate()[0][-3000:]
             assert time.monotonic() < deadline, "the reader sessions never read"
             time.sleep(0.5)
-        for d in ("20250804", "20250805"):
-            dbt("run", "--select", "t", dt=d)
+        dbt("run", "--select", "t", dt="20250804")
         dbt("run-operation", "compact_chain", "--args",
             json.dumps({"model": "t", "partition": {"dt": "20250803"}}))  # fmt: skip
         (proj / "models" / "t.sql").write_text(
