@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up .venv, runs the linters (scripts/lint.sh) and the whole test suite: unit tests (planner, no Spark), then functional
+# Sets up .venv, runs the linters (scripts/lint.sh) and the whole test suite: unit tests (the pure core and the golden SQL, no Spark; fail fast), then functional
 # tests (real dbt against real Spark: session mode, a Thrift Server and a standalone cluster
 # started on 127.0.0.1 by the fixtures). Extra arguments go to pytest.
 set -euo pipefail
@@ -10,10 +10,21 @@ bash scripts/lint.sh
 echo "lint: ruff and mypy passed"
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$repo/.venv/bin/python"
 set +e
-# two workers, each test to whichever is free, but the tests of the Thrift Server all on one
-# (tests/functional/conftest.py groups them, so the server starts once); a file to a worker
-# left one running alone for ~3 minutes at the end. CHAINTABLE_TEST_WORKERS=0 runs in this process
-.venv/bin/python -m pytest -ra --durations=25 -n "${CHAINTABLE_TEST_WORKERS:-2}" --dist loadgroup "${@:-tests}"
+# the fast tier first: the unit tests and the golden SQL (no Spark, seconds) stop the run at the
+# first failure, before the functional tier's Spark sessions start
+if [ "$#" = 0 ]; then
+  .venv/bin/python -m pytest -q -x tests/unit
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    [ "$rc" = 5 ] && echo "test.sh: pytest collected no unit tests: failing" >&2
+    exit 1
+  fi
+  set -- tests/functional
+fi
+# two workers, each test to whichever is free, but the tests of a server (Thrift Server,
+# metastore service) all on one (tests/functional/conftest.py groups them, so it starts once).
+# CHAINTABLE_TEST_WORKERS=0 runs in this process; CHAINTABLE_TEST_DURATIONS=0 lists every test's time
+.venv/bin/python -m pytest -ra --durations="${CHAINTABLE_TEST_DURATIONS:-25}" -n "${CHAINTABLE_TEST_WORKERS:-2}" --dist loadgroup "$@"
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then echo "test.sh: pytest collected no tests: failing" >&2; exit 1; fi
