@@ -7,7 +7,6 @@ runs with ANSI off (dbt-spark forces it). The same chain history is built on bot
 partition must read the same rows, so both ANSI settings are covered by one comparison.
 """
 
-import json
 import os
 import re
 import subprocess
@@ -16,19 +15,19 @@ import textwrap
 import uuid
 
 import servers
-from conftest import CHILD_JVM_OPTS, Project
+from helpers import (
+    CHANGES,
+    CHILD_JVM_OPTS,
+    EXPECTED_0803,
+    MODEL,
+    ThriftProject,
+    normalized,
+    row_lines,
+    write_session_project,
+)
 
 from dbt.adapters.chaintable.chain.catalog import READER_GRACE_ENV
 
-MODEL = """
-{{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
-          chain_partition_keys=['dt'], primary_key=['id', 'region', 'dt'],
-          sequence_field='seq', rowkind_field='op', chain_partition={'dt': var('dt')},
-          partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',
-          partition_expiration_time='3650 d') }}
-select id, amount, note, op, seq, region, dt from {{ target.schema }}.changes
-where dt = '{{ var("dt") }}'
-"""
 ONE_GROUP = """
 {{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
           sequence_field='seq', rowkind_field='op', chain_partition={'dt': var('dt')}) }}
@@ -52,63 +51,6 @@ models:
               config:
                 where: "dt = '20250803' and region = 'CN'"
 """
-# decimals, timestamps-as-sequence ints, deletes of anchor-only keys, -U/+U pairs, nulls
-CHANGES = """
-SELECT * FROM VALUES
-  (1, CAST(10.50 AS DECIMAL(10,2)), 'a', '+I', 1, 'CN', '20250801'),
-  (2, CAST(20.00 AS DECIMAL(10,2)), NULL, '+I', 1, 'CN', '20250801'),
-  (3, CAST(5.25 AS DECIMAL(10,2)), 'c', '+I', 1, 'US', '20250801'),
-  (1, CAST(10.50 AS DECIMAL(10,2)), 'a', '-U', 5, 'CN', '20250802'),
-  (1, CAST(11.00 AS DECIMAL(10,2)), 'a2', '+U', 5, 'CN', '20250802'),
-  (2, CAST(20.00 AS DECIMAL(10,2)), NULL, '-D', 6, 'CN', '20250802'),
-  (4, CAST(1.00 AS DECIMAL(10,2)), 'new', '+I', 7, 'US', '20250802'),
-  (1, CAST(99.00 AS DECIMAL(10,2)), 'late', '+U', 4, 'CN', '20250803'),
-  (3, CAST(6.00 AS DECIMAL(10,2)), 'c3', '+U', 8, 'US', '20250803'),
-  (5, CAST(2.50 AS DECIMAL(10,2)), 'e', '+I', 9, 'EU', '20250803'),
-  (4, CAST(1.00 AS DECIMAL(10,2)), 'new', '-D', 10, 'US', '20250804')
-AS v(id, amount, note, op, seq, region, dt)
-"""
-EXPECTED_0803 = [  # key 1's late row (seq 4) loses to day 2's seq 5; key 2 deleted
-    ("CN", 1, "11.00", "a2"),
-    ("EU", 5, "2.50", "e"),
-    ("US", 3, "6.00", "c3"),
-    ("US", 4, "1.00", "new"),
-]
-
-
-class ThriftProject(Project):
-    """A project on the Thrift Server; reads go through the server too (PyHive)."""
-
-    def __init__(self, root, server, schema):
-        output = {
-            "type": "chaintable",
-            "method": "thrift",
-            "host": servers.HOST,
-            "port": server.port,
-            "user": "dbt",
-            "schema": schema,
-            "poll_interval": 0.05,
-            "connect_retries": 3,
-            "connect_timeout": 10,
-        }
-        super().__init__(root, None, output, schema)
-        from pyhive import hive
-
-        self.conn = hive.connect(host=servers.HOST, port=server.port, username="dbt")
-
-    def sql(self, sql):
-        cur = self.conn.cursor()
-        cur.execute(sql)
-        try:
-            return [tuple(r) for r in cur.fetchall()]
-        except Exception:
-            return []
-
-    def rows(self, sql):
-        return sorted(self.sql(sql.format(s=self.schema)))
-
-    def partitions(self, table):
-        return sorted(r[0] for r in self.sql(f"SHOW PARTITIONS {self.schema}.{table}"))
 
 
 def build_history(p, create_source):
@@ -128,10 +70,6 @@ def build_history(p, create_source):
     p.run_op("expire_chain", {"model": "t", "now": "2035-08-20 00:00:00", "dry_run": True})
     dry = p.log_text()
     return status, dry
-
-
-def normalized(rows):
-    return sorted(tuple(str(v) if v is not None else None for v in r) for r in rows)
 
 
 def state_of(p):
@@ -270,52 +208,6 @@ run("run-operation", "compact_chain", "--args", json.dumps({"model": "t", "parti
 run("run", dt="20250804")
 run("run-operation", "dump")
 """
-
-
-def write_session_project(root, params, model):
-    """A dbt project (profile `s`, schema `s`, method session) in root/proj with model `t`
-    and a `dump` macro that logs each row of a query as a ROW line."""
-    proj = root / "proj"
-    (proj / "models").mkdir(parents=True)
-    (proj / "macros").mkdir()
-    (proj / "dbt_project.yml").write_text(
-        "name: s\nversion: '1.0'\nconfig-version: 2\nprofile: s\nmodel-paths: [models]\n"
-        "macro-paths: [macros]\n"
-    )
-    (proj / "profiles.yml").write_text(
-        json.dumps(
-            {
-                "s": {
-                    "target": "t",
-                    "outputs": {
-                        "t": {
-                            "type": "chaintable",
-                            "method": "session",
-                            "host": "localhost",
-                            "schema": "s",
-                            "server_side_parameters": params,
-                        }
-                    },
-                }
-            }
-        )
-    )
-    (proj / "models" / "t.sql").write_text(model)
-    (proj / "macros" / "dump.sql").write_text(
-        textwrap.dedent("""
-        {% macro dump(query=none) %}
-          {% set rows = run_query(query or ("select concat_ws('|', region, dt, "
-             ~ "cast(id as string), cast(amount as string), coalesce(note, 'NULL')) from "
-             ~ target.schema ~ ".t where dt in ('20250803', '20250804') order by 1")) %}
-          {% for r in rows.rows %}{{ log("ROW " ~ r[0], info=True) }}{% endfor %}
-        {% endmacro %}
-        """)
-    )
-    return proj
-
-
-def row_lines(out: str) -> list[str]:
-    return [line.split("ROW ", 1)[1] for line in out.splitlines() if " ROW " in line]
 
 
 def run_project_in_subprocess(root, params, **env_extra):

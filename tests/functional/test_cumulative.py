@@ -5,9 +5,8 @@ did not change, or were rebuilt, are served from the cumulative delta."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
+from helpers import chain_reads, reads_as, served, state
 
 MODEL = """
 {{{{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
@@ -48,46 +47,6 @@ def twins(project):
     for d in DAYS[:4]:
         p.dbt("run", vars={"dt": d})
     return p
-
-
-def state(p, view, cols="id, v"):
-    parts = sorted(set(p.partitions(f"{view}__snapshot")) | set(p.partitions(f"{view}__delta")))
-    return {
-        part: p.rows(f"select {cols} from {{s}}.{view} where dt = '{part.split('=')[1]}'")
-        for part in parts
-    }
-
-
-def chain_reads(p, view, days, cols="id, v"):
-    """{day: rows} of each of `days` read through chain_read, in one compiled query."""
-    if not days:
-        return {}
-    union = " union all ".join(
-        f"select '{d}' as __day, {cols} from "
-        f"{{{{ chain_read(ref('{view}'), {{'dt': '{d}'}}) }}}} __r{i}"
-        for i, d in enumerate(days)
-    )
-    p.file("analyses/r.sql", union)
-    p.dbt("compile", "--select", "r", vars={"dt": days[-1]})
-    sql = (p.root / "target" / "compiled" / "chain_test" / "analyses" / "r.sql").read_text()
-    out: dict[str, list[tuple]] = {d: [] for d in days}
-    for row in p.rows(sql):
-        out[row[0]].append(tuple(row[1:]))
-    return out
-
-
-def reads_as(p, view, parts, cols="id, v"):
-    """Every partition of `parts` ({'dt=D': rows}) reads through chain_read as those rows."""
-    days = [part.split("=")[1] for part in parts]
-    assert chain_reads(p, view, days, cols) == {
-        part.split("=")[1]: rows for part, rows in parts.items()
-    }
-
-
-def served(p, view="t"):
-    """Days chain_status says are read from the cumulative delta."""
-    p.run_op("chain_status", {"model": view})
-    return sorted(set(re.findall(r"dt=(\d{8})\s+dt=\d{8}\s+\d+\s+cumulative delta", p.log_text())))
 
 
 def same(p, cols="id, v"):

@@ -15,7 +15,7 @@ import random
 from collections.abc import Sequence
 
 import pytest
-from test_cumulative import chain_reads, reads_as, state
+from helpers import chain_reads, reads_as, state
 
 MODEL = """
 {{{{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],

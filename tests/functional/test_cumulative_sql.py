@@ -6,15 +6,14 @@ the day merged on read from the anchor and every delta, row for row."""
 from __future__ import annotations
 
 import random
-import uuid
 
 import pytest
+from helpers import chain_tables, collect, sql_value, stored_partitions
 
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
-from dbt.adapters.chaintable.read.render import Renderer
 
 COLUMNS = [
     ("id", "int"),
@@ -107,52 +106,10 @@ def rows_for(
     return out
 
 
-def sql_value(v) -> str:
-    if v is None:
-        return "NULL"
-    return f"'{v}'" if isinstance(v, str) else str(v)
-
-
 def insert(spark, table: str, rows: list[tuple]) -> None:
     if rows:
         values = ", ".join("(" + ", ".join(sql_value(v) for v in r) + ")" for r in rows)
         spark.sql(f"INSERT INTO {table} VALUES {values}")
-
-
-@pytest.fixture
-def schema(spark):
-    name = "c_" + uuid.uuid4().hex[:8]
-    spark.sql(f"CREATE DATABASE {name}")
-    yield name
-    spark.sql(f"DROP DATABASE {name} CASCADE")
-
-
-def collect(spark, sql: str) -> list[tuple]:
-    return sorted(
-        (tuple(r) for r in spark.sql(sql).collect()),
-        key=lambda r: tuple("" if v is None else str(v) for v in r),
-    )
-
-
-def chain_tables(spark, schema: str, opts: ChainOptions, columns: list[tuple[str, str]]):
-    """The chain's branches (partitioned by g, dt) and cumulative table, and its Renderer."""
-    defs = ", ".join(f"{c} {t}" for c, t in columns)
-    tables = {b: f"{schema}.t__{b}" for b in ("snapshot", "delta", "cumulative")}
-    for b in ("snapshot", "delta"):
-        spark.sql(f"CREATE TABLE {tables[b]} ({defs}) USING parquet PARTITIONED BY (g, dt)")
-    names = [c for c, _ in columns]
-    r = Renderer(
-        opts, names, dict(columns), tables["snapshot"], tables["delta"], tables["cumulative"]
-    )
-    spark.sql(cumulative_sql.create(r))
-    return tables, r
-
-
-def stored_partitions(spark, table: str) -> list[tuple[str, ...]]:
-    return [
-        tuple(x.split("=", 1)[1] for x in str(p[0]).split("/"))
-        for p in spark.sql(f"SHOW PARTITIONS {table}").collect()
-    ]
 
 
 # an integral key is read through mask rows, another through its keys (cumulative.mask_key)

@@ -8,32 +8,12 @@ compacted snapshot: an anchor row is merged state, not raw input).
 """
 
 import pytest
+from helpers import READER, chain_model, read_days
 
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.merge import sql as merge
 
 DAYS = ("20250801", "20250802", "20250803")
-
-READER = """
-{{ config(materialized='table') }}
-select * from {{ chain_read(ref('t'), {'dt': var('dt')}) }}
-"""
-
-
-def chain_model(config: str, columns: str) -> str:
-    return (
-        f"{{{{ config(materialized='chain_incremental', partition_by=['dt'], "
-        f"primary_key=['id', 'dt'], {config}) }}}}\n"
-        f"select {columns}, dt from {{{{ target.schema }}}}.changes "
-        "where dt = '{{ var(\"dt\") }}'\n"
-    )
-
-
-def read_days(p, table: str, cols: str) -> dict[str, list[tuple]]:
-    out: dict[str, list[tuple]] = {}
-    for row in p.rows(f"select dt, {cols} from {{s}}.{table}"):
-        out.setdefault(row[0], []).append(row[1:])
-    return out
 
 
 def run_days(p, config: str, ddl: str, rows, cols: str) -> dict[str, list[tuple]]:

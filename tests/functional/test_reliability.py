@@ -7,7 +7,6 @@ a mix), re-runs the same command and checks the final state equals a run that ne
 test_sigkill_* kills a real dbt process with SIGKILL.
 """
 
-import json
 import os
 import re
 import subprocess
@@ -15,6 +14,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import write_session_project
 
 GROUPED = """
 {{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
@@ -474,46 +474,20 @@ def test_sigkill_mid_publish_then_rerun(tmp_path):
     """A real crash: a dbt process (its own embedded Spark and metastore) SIGKILLed between
     two partition switches; another process re-runs the day and gets the full result."""
     root = tmp_path
-    proj = root / "proj"
-    (proj / "models").mkdir(parents=True)
-    (proj / "macros").mkdir()
-    (proj / "dbt_project.yml").write_text(
-        "name: k\nversion: '1.0'\nconfig-version: 2\nprofile: k\nmodel-paths: [models]\n"
-        "macro-paths: [macros]\n"
-    )
     params = {
         "spark.sql.warehouse.dir": str(root / "wh"),
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'ms'};create=true",
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",
     }
-    (proj / "profiles.yml").write_text(
-        json.dumps(
-            {
-                "k": {
-                    "target": "t",
-                    "outputs": {
-                        "t": {
-                            "type": "chaintable",
-                            "method": "session",
-                            "host": "localhost",
-                            "schema": "k",
-                            "server_side_parameters": params,
-                        }
-                    },
-                }
-            }
-        )
-    )
-    (proj / "models" / "t.sql").write_text(
-        textwrap.dedent("""
+    model = textwrap.dedent("""
         {{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
                   chain_partition_keys=['dt'], primary_key=['id', 'region', 'dt']) }}
         select * from values (1, 'a', 'CN', '20250801'), (2, 'b', 'US', '20250801'),
             (1, 'a2', 'CN', '20250802'), (2, 'b2', 'US', '20250802') as s(id, v, region, dt)
         where dt = '{{ var("dt") }}'
         """)
-    )
+    proj = write_session_project(root, params, model)
     (proj / "macros" / "dump.sql").write_text(
         textwrap.dedent("""
         {% macro dump() %}

@@ -4,8 +4,7 @@ and chain_read, with the cumulative delta on and off; compaction writes exactly 
 bad configs stop the run naming the model and the column."""
 
 import pytest
-from test_cumulative import served
-from test_merge_engines import READER, chain_model, read_days
+from helpers import READER, chain_model, read_days, served
 
 DAYS = ("20250801", "20250802", "20250803", "20250804")
 

@@ -10,14 +10,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from test_cumulative_sql import chain_tables, schema, sql_value, stored_partitions
+from helpers import chain_tables, sql_value, stored_partitions
 
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
-
-__all__ = ["schema"]  # the fixture, shared with test_cumulative_sql
 
 COLUMNS = [
     ("id", "int"),

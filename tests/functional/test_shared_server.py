@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 import servers
-from test_cluster import (
+from helpers import (
     CHANGES,
     EXPECTED_0803,
     MODEL,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Project, session_output
+from helpers import Project, ThriftProject, session_output
 
 SOURCE = "{{ ref('changes') }}"  # built by each run's own dbt, in its schema
 CHAIN = """
@@ -196,7 +196,6 @@ def test_threads_4_over_eight_chains_equal_threads_1_in_a_session(project, refer
 
 
 def test_threads_4_equal_threads_1_on_a_thrift_server(thrift_server, tmp_path, reference):
-    from test_cluster import ThriftProject
 
     schema = "th_" + uuid.uuid4().hex[:8]
     p = ThriftProject(tmp_path / "proj", thrift_server, schema)
