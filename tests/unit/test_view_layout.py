@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT
+from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT, P_VIEW_MAP
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import ChainPlanError
 from dbt.adapters.chaintable.chain.state import ChainState
@@ -339,6 +339,79 @@ def test_a_view_refresh_keeps_a_week_of_literal_branches_by_default():
         )
         == 1 + 2
     )  # days 0102 and 0103: their deltas since the anchor
+
+
+MAP_COLUMNS = [
+    ("region", "string"),
+    ("ct__target_dt", "string"),
+    ("ct__source_dt", "string"),
+    ("ct__branch", "string"),
+]
+DESCRIBE_MAP = "DESCRIBE TABLE s.t__chain_map"
+ADD_STAMP = "ALTER TABLE s.t__chain_map ADD COLUMNS (`ct__stamp` string)"
+
+
+def mapping_refreshes(conns, adapter, rel, days):
+    """The statements of each refresh that drops delta day `days[i]` (the newest), each writing a
+    new mapping version (the newest mapped day moves to the literal branches)."""
+    out = []
+    for day in days:
+        del conns.statements[:]
+        adapter.chain_drop_partition(rel, {"region": "r", "dt": day}, "delta")
+        assert [q for q in conns.statements if q.startswith("INSERT INTO s.t__chain_map")]
+        out.append(list(conns.statements))
+    return out
+
+
+def a_chain_with_a_mapping_table(columns):
+    """A chain whose mapping table `t__chain_map` has `columns` (and the version column) and
+    holds the version its snapshot branch records, written by an earlier process."""
+    conns, adapter, rel = fake_chain(["20250101"], [f"202501{d:02d}" for d in range(2, 16)])
+    conns.table(
+        "t__chain_map",
+        columns=[*columns, ("ct__version", "string")],
+        partition_by=("ct__version",),
+        partitions=["ct__version=V0"],
+    )
+    conns.tables["s.t__snapshot"].props[P_VIEW_MAP] = "V0 0123456789abcdef"
+    return conns, adapter, rel
+
+
+def test_a_mapping_table_from_before_the_stamp_column_gets_it_once():
+    """The refresh that first writes a version into a mapping table created before it had the
+    stamp column (ViewWriter._mapping) asks for its columns and adds the column; a later one of
+    the same process knows it has it and asks nothing."""
+    conns, adapter, rel = a_chain_with_a_mapping_table(MAP_COLUMNS)
+    first, second = mapping_refreshes(conns, adapter, rel, ["20250115", "20250114"])
+    insert = next(i for i, q in enumerate(first) if q.startswith("INSERT INTO s.t__chain_map"))
+    assert first.index(DESCRIBE_MAP) < first.index(ADD_STAMP) < insert
+    assert first.count(DESCRIBE_MAP) == 1 and first.count(ADD_STAMP) == 1
+    assert DESCRIBE_MAP not in second and ADD_STAMP not in second
+
+
+def test_a_mapping_table_is_described_once_per_process_and_never_after_its_create():
+    """A mapping table with the stamp column that another process wrote is described by the
+    first refresh that writes a version into it, not by the later ones; nor is a table the
+    refresh created itself, as after a full refresh dropped it."""
+    conns, adapter, rel = a_chain_with_a_mapping_table([*MAP_COLUMNS, ("ct__stamp", "string")])
+    first, second = mapping_refreshes(conns, adapter, rel, ["20250115", "20250114"])
+    assert first.count(DESCRIBE_MAP) == 1 and ADD_STAMP not in first
+    assert DESCRIBE_MAP not in second
+    # a new process asks again
+    (third,) = mapping_refreshes(conns, fake_adapter_of(conns), rel, ["20250113"])
+    assert third.count(DESCRIBE_MAP) == 1 and ADD_STAMP not in third
+    # the mapping table gone (a full refresh drops it): created again, with the column
+    del conns.tables["s.t__chain_map"]
+    adapter = fake_adapter_of(conns)
+    created, later = mapping_refreshes(conns, adapter, rel, ["20250112", "20250111"])
+    assert [q for q in created if q.startswith("CREATE TABLE IF NOT EXISTS s.t__chain_map")]
+    assert DESCRIBE_MAP not in created and DESCRIBE_MAP not in later
+
+
+def fake_adapter_of(conns):
+    from tests.unit.fake_catalog import fake_adapter
+
+    return fake_adapter(conns)
 
 
 def test_a_hidden_snapshot_partition_that_is_also_literal_is_left_out_once():

@@ -42,7 +42,8 @@ from dbt.adapters.chaintable.view.writer import ViewWriter
 class Chain:
     """The adapter's chain runtime, wired once per adapter: every module gets the same runner
     (and so the same dbt connection) and the state that lives for the process (the lock's
-    re-entrancy, the view statement the server accepts)."""
+    re-entrancy, the view statement the server accepts, the mapping tables known to have the
+    stamp column)."""
 
     def __init__(self, runner: Runner):
         self.catalog = Catalog(runner)

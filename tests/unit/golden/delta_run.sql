@@ -107,8 +107,6 @@ ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.history-start' = '{"reg
 ;
 SHOW PARTITIONS s.t__chain_map
 ;
-DESCRIBE TABLE s.t__chain_map
-;
 INSERT INTO s.t__chain_map PARTITION (`ct__version` = 'RUN0003') (`region`, `ct__target_dt`, `ct__source_dt`, `ct__branch`, `ct__stamp`) VALUES ('US', '20250102', '20250101', 'snapshot', NULL), ('US', '20250102', '20250102', 'delta', NULL), ('US', '20250103', '20250101', 'snapshot', NULL), ('US', '20250103', '20250102', 'delta', NULL), ('US', '20250103', '20250103', 'delta', NULL), ('US', '20250104', '20250101', 'snapshot', NULL), ('US', '20250104', '20250102', 'delta', NULL), ('US', '20250104', '20250103', 'delta', NULL), ('US', '20250104', '20250104', 'delta', NULL), ('CN', '20250109', '20250108', 'snapshot', NULL), ('CN', '20250109', '20250109', 'delta', NULL)
 ;
 SHOW TABLES IN s LIKE 't'

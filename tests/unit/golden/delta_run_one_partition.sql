@@ -95,8 +95,6 @@ ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.history-start' = '{"reg
 ;
 SHOW PARTITIONS s.t__chain_map
 ;
-DESCRIBE TABLE s.t__chain_map
-;
 INSERT INTO s.t__chain_map PARTITION (`ct__version` = 'RUN0003') (`region`, `ct__target_dt`, `ct__source_dt`, `ct__branch`, `ct__stamp`) VALUES ('US', '20250102', '20250101', 'snapshot', NULL), ('US', '20250102', '20250102', 'delta', NULL), ('US', '20250103', '20250101', 'snapshot', NULL), ('US', '20250103', '20250102', 'delta', NULL), ('US', '20250103', '20250103', 'delta', NULL), ('US', '20250104', '20250101', 'snapshot', NULL), ('US', '20250104', '20250102', 'delta', NULL), ('US', '20250104', '20250103', 'delta', NULL), ('US', '20250104', '20250104', 'delta', NULL), ('US', '20250105', '20250101', 'anchor', NULL), ('US', '20250105', '20250105', 'cumulative', '653aa2e595f4467a')
 ;
 SHOW TABLES IN s LIKE 't'

@@ -35,13 +35,16 @@ def read_parts(
     columns: Sequence[str],
     anchor_sql: str | None,
     cumulative_sql: str,
-    keys_sql: str,
+    keys_from: str,
     mask: str | None = None,
+    where: str = "",
 ) -> list[str]:
     """A day's full state from its anchor and its cumulative delta, as the SELECTs of a UNION
     ALL: the anchor rows whose key the cumulative delta does not hold (its keys, one row each,
-    from `keys_sql`, broadcast), and its live rows. With `mask` (plan.mask_key) `keys_sql` gives
-    C's mask rows instead."""
+    broadcast: `keys_sql` of the C rows `keys_from`, a FROM clause, where `where` holds), and
+    its live rows. With `mask` (plan.mask_key) the keys are C's mask rows instead (`keys_from`
+    has the mask column). Every served read is assembled here: a day's (`read`) and the view's
+    mapped read (view/sql.py, ViewSql.mapped_read)."""
     keys = list(opts.merge_keys)
     live = f"SELECT {cols_sql(columns)} FROM ({cumulative_sql}) __c WHERE NOT {is_retract(opts)}"
     if anchor_sql is None:
@@ -59,9 +62,10 @@ def read_parts(
             ]
         )
         kept = cols_sql([*keys, MASK_COLUMN])
+    key_rows = keys_sql(keys, keys_from, mask, where)
     untouched = (
         f"SELECT /*+ BROADCAST(__k) */ {cols_sql(columns, '__a')} FROM ({anchor_sql}) __a "
-        f"LEFT ANTI JOIN (SELECT {kept} FROM ({keys_sql}) __kk) __k ON {on}"
+        f"LEFT ANTI JOIN (SELECT {kept} FROM ({key_rows}) __kk) __k ON {on}"
     )
     return [untouched, live]
 
@@ -93,13 +97,14 @@ def read(r: ChainSql, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) 
         r.columns,
         r.select(r.snapshot, anchors) if anchors else None,
         select(r, parts),
-        keys_sql(r.opts.merge_keys, r.cumulative, mask, stamped_where(r, parts)),
+        r.cumulative,
         mask,
+        stamped_where(r, parts),
     )
 
 
 def keys_sql(keys: Sequence[str], source: str, mask: str | None, where: str = "") -> str:
-    """`read_parts`' `keys_sql` from C rows `source` (with the mask column when `mask`): each
+    """`read_parts`' keys from C rows `source` (with the mask column when `mask`): each
     key, or with `mask` the first key of each block with the block's mask."""
     conds = [f"{q(MASK_COLUMN)} IS NOT NULL"] if mask else []
     conds += [where] if where else []

@@ -256,12 +256,9 @@ class ViewSql(Renderer):
         if served:
             mask = mask_key(self.opts, self.types)
             c_side = side(self.cumulative, "cumulative", stamped=True)
-            if mask:  # the C rows with their mask column
-                keyed = side(self.cumulative, "cumulative", True, f", __b.{q(MASK_COLUMN)}")
-            else:
-                keyed = c_side
-            keys = cumulative_read.keys_sql(opts.merge_keys, f"({keyed}) __c", mask)
+            extra = f", __b.{q(MASK_COLUMN)}" if mask else ""  # the C rows' keys: with the mask
+            keyed = f"({side(self.cumulative, 'cumulative', True, extra)}) __c"
             parts += cumulative_read.read_parts(
-                opts, self.columns + targets, side(self.snapshot, "anchor"), c_side, keys, mask
+                opts, self.columns + targets, side(self.snapshot, "anchor"), c_side, keyed, mask
             )
         return "\nUNION ALL\n".join(f"SELECT {proj} FROM ({part}) __g" for part in parts)

@@ -37,6 +37,11 @@ class ViewWriter:
         self.catalog = catalog
         self.run = catalog.runner.run
         self._clauses = list(VIEW_CLAUSES)  # the first one the server took, for this process
+        # the mapping tables this process wrote a version into, for this process: the INSERT
+        # names the stamp column, so they have it, and keep it (nothing drops the column, and a
+        # table dropped is created again with it, map_create): a later version's insert need
+        # not describe the table again
+        self._stamped: set[str] = set()
 
     def refresh(
         self,
@@ -150,10 +155,15 @@ class ViewWriter:
             if held is None:
                 self.run(renderer.map_create(cmap))
                 loaded = replace(loaded, cmap_exists=True)
-            elif MAP_STAMP not in {c.lower() for c, _ in self.catalog.describe(loaded.tables.cmap)}:
+            elif cmap not in self._stamped and not self._has_stamp(loaded):
                 self.run(renderer.map_add_stamp(cmap))  # created before it had the column
             self.run(renderer.map_insert(cmap, version, mapped, serving))
+            self._stamped.add(cmap)
         return loaded, version, reuse, held
+
+    def _has_stamp(self, loaded: Loaded) -> bool:
+        """Whether the mapping table (it exists) has the stamp column, asked (DESCRIBE)."""
+        return MAP_STAMP in {c.lower() for c, _ in self.catalog.describe(loaded.tables.cmap)}
 
     def _replace(self, view: BaseRelation, sql: str, exists: bool | None = None) -> None:
         """Point the view at `sql`. An existing view is altered in place: Spark runs CREATE OR
