@@ -42,7 +42,7 @@ ALTER TABLE s.t__snapshot ADD PARTITION (`region` = 'CN', `dt` = '20250104') LOC
 ;
 DROP TABLE IF EXISTS s.t__chain_pub
 ;
-SELECT `region`, count(*) FROM s.t__snapshot WHERE (`region` IN ('CN', 'US') AND `dt` = '20250104') GROUP BY `region`
+SELECT `region`, `dt`, count(*), max(CAST(`seq` AS BIGINT)) FROM s.t__snapshot WHERE (`region` IN ('CN', 'US') AND `dt` = '20250104') GROUP BY `region`, `dt`
 ;
 CREATE TABLE s.t__cumulative (`id` int, `v` string, `op` string, `seq` bigint, `ct__mask` bigint, `region` string, `dt` string, `ct__stamp` string)
 USING parquet
@@ -96,7 +96,5 @@ ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0002 ab
 DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'CN', `dt` = '20250104')
 ;
 DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'US', `dt` = '20250104')
-;
-SELECT `region`, `dt`, max(CAST(`seq` AS BIGINT)) FROM s.t__snapshot WHERE (`region` IN ('CN', 'US') AND `dt` = '20250104') GROUP BY `region`, `dt`
 ;
 DROP VIEW IF EXISTS s.t__chain_lock

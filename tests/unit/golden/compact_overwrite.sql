@@ -48,7 +48,7 @@ ALTER TABLE s.t__chain_gc DROP IF EXISTS PARTITION (`d` = 'RUN0002-0')
 ;
 DROP TABLE IF EXISTS s.t__chain_gc
 ;
-SELECT `region`, count(*) FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108') GROUP BY `region`
+SELECT `region`, `dt`, count(*), max(CAST(`seq` AS BIGINT)) FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108') GROUP BY `region`, `dt`
 ;
 CREATE TABLE s.t__cumulative (`id` int, `v` string, `op` string, `seq` bigint, `ct__mask` bigint, `region` string, `dt` string, `ct__stamp` string)
 USING parquet
@@ -91,7 +91,5 @@ SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` 
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 5e43fb664750a8c0')
 ;
 DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'CN', `dt` = '20250108')
-;
-SELECT `region`, `dt`, max(CAST(`seq` AS BIGINT)) FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108') GROUP BY `region`, `dt`
 ;
 DROP VIEW IF EXISTS s.t__chain_lock

@@ -20,11 +20,17 @@ from dbt.adapters.chaintable.base.partitions import (
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables, Loaded
-from dbt.adapters.chaintable.chain.state import ReadPlan
+from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 from dbt.adapters.chaintable.compaction import policy
-from dbt.adapters.chaintable.compaction.plan import plan_compaction, stale_after_compaction
+from dbt.adapters.chaintable.compaction.plan import (
+    plan_compaction,
+    rows_per_group,
+    stale_after_compaction,
+    written_scan,
+)
+from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
-from dbt.adapters.chaintable.cumulative.plan import served_days
+from dbt.adapters.chaintable.cumulative.plan import ordinal_sequence_type, served_days
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.view.writer import ViewWriter
@@ -160,9 +166,7 @@ class Compactor:
             written,
             existing=loaded.snapshots,
         )
-        for row in self.catalog.runner.fetch(renderer.count_by_group(str(snapshot), written)):
-            group = tuple(str(v) for v in row[:-1])
-            logger.info(f"  wrote {row[-1]} row(s) for {state.describe_group(group)}")
+        highest = self._scan_written(loaded, renderer, state, written)
         logger.info(
             f"compact_chain {relation}: {len(written)} snapshot partition(s) published "
             f"({clock} since the start)"
@@ -176,5 +180,26 @@ class Compactor:
         loaded = self.accumulator.after_write(loaded.with_published("snapshot", written), written)
         loaded = self.views.refresh(loaded)
         if loaded.opts.cumulative_delta:  # the new anchors' highest sequence, for the next runs
-            self.accumulator.anchor_sequence_max(loaded, written)
+            self.accumulator.anchor_sequence_max(loaded, written, highest)
         return True
+
+    def _scan_written(
+        self, loaded: Loaded, renderer: Renderer, state: ChainState, written: list[Values]
+    ) -> dict[Values, int | None] | None:
+        """One scan of the snapshot partitions just `written`: logs the rows written per group
+        and, where the cumulative delta records the new anchors' highest sequence for the next
+        runs (Accumulator.anchor_sequence_max), gives each partition's (no entry: no rows),
+        from the same scan. None: the count alone was scanned."""
+        opts, fetch = loaded.opts, self.catalog.runner.fetch
+        groups = len(opts.group_keys)
+        kind = ordinal_sequence_type(opts, loaded.types) if opts.cumulative_delta else None
+        highest = None
+        if kind is None:
+            rows = fetch(renderer.count_by_group(str(loaded.tables.snapshot), written))
+            counts = rows_per_group(rows, groups, at=groups)
+        else:
+            rows = fetch(cumulative_sql.sequence_max(renderer, kind, written, count=True))
+            counts, highest = written_scan(rows, groups, len(opts.partition_by))
+        for group, n in counts.items():
+            logger.info(f"  wrote {n} row(s) for {state.describe_group(group)}")
+        return highest

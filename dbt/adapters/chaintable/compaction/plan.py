@@ -3,12 +3,13 @@ reads, and the stale marks once they are written. Pure, over the chain's state."
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dbt.adapters.chaintable.base.partitions import Values, format_partition, g_in
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
+from dbt.adapters.chaintable.cumulative.plan import sequence_maxima
 
 
 @dataclass(frozen=True)
@@ -94,3 +95,27 @@ def stale_after_compaction(
         else:
             out.pop(p.group + p.chain, None)
     return out
+
+
+def rows_per_group(rows: Iterable[Sequence[Any]], groups: int, at: int) -> dict[Values, int]:
+    """The rows written per group, from a scan's rows: the `groups` group values first, a row
+    count at index `at`, summed over a group's rows (a scan by partition gives one per
+    partition), in the order the groups first come. Without groups there is always one count,
+    0 when the scan gave no row, as a count(*) without GROUP BY gives (read/render.py,
+    count_by_group). A connection may give the counts back as int, Decimal or str."""
+    counts: dict[Values, int] = {(): 0} if groups == 0 else {}
+    for row in rows:
+        group = tuple(str(v) for v in row[:groups])
+        counts[group] = counts.get(group, 0) + int(row[at])
+    return counts
+
+
+def written_scan(
+    rows: Iterable[Sequence[Any]], groups: int, keys: int
+) -> tuple[dict[Values, int], dict[Values, int | None]]:
+    """The rows of the one scan of the partitions a compaction wrote (cumulative/sql.py,
+    sequence_max with count: `keys` partition values, `groups` of them the group's, then the
+    row count and the highest sequence) split into the rows written per group (rows_per_group)
+    and each partition's highest sequence (sequence_maxima)."""
+    rows = list(rows)
+    return rows_per_group(rows, groups, keys), sequence_maxima(rows, keys)

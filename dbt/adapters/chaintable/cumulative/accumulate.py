@@ -278,17 +278,26 @@ class Accumulator:
         }
 
     def anchor_sequence_max(
-        self, loaded: Loaded, anchors: Sequence[Values]
+        self,
+        loaded: Loaded,
+        anchors: Sequence[Values],
+        scanned: Mapping[Values, int | None] | None = None,
     ) -> tuple[Loaded, dict[Values, int | None]]:
         """The highest sequence of each snapshot partition of `anchors` (None: unknown). Taken
         from t__snapshot's record (cumulative.P_ANCHOR_SEQUENCE) while the partition keeps the
         location recorded with it (a partition written again has a new one); else one scan of
-        the sequence column, recorded for the next run."""
+        the sequence column, recorded for the next run. `scanned`: the caller's scan of them
+        gave their maxima already (cumulative.sequence_maxima: no entry for a partition with no
+        rows), used in place of that scan."""
         kind = cumulative.ordinal_sequence_type(loaded.opts, loaded.types)
-        return self._sequence_max(loaded, kind, anchors)
+        return self._sequence_max(loaded, kind, anchors, scanned)
 
     def _sequence_max(
-        self, loaded: Loaded, kind: str | None, anchors: Sequence[Values]
+        self,
+        loaded: Loaded,
+        kind: str | None,
+        anchors: Sequence[Values],
+        scanned: Mapping[Values, int | None] | None = None,
     ) -> tuple[Loaded, dict[Values, int | None]]:
         """anchor_sequence_max, for a caller that knows the sequence's `kind` already."""
         if not kind or not anchors:
@@ -300,11 +309,14 @@ class Accumulator:
         missing = [a for a in anchors if recorded.get(lay.path(a), [None])[0] != where[a]]
         if missing:
             before = dict(recorded)
-            sql = cumulative_sql.sequence_max(ChainSql.of(loaded), kind, missing)
-            for row in self.catalog.runner.fetch(sql):
-                part, high = tuple(str(v) for v in row[: len(keys)]), row[len(keys)]
+            if scanned is None:
+                sql = cumulative_sql.sequence_max(ChainSql.of(loaded), kind, missing)
+                highest = cumulative.sequence_maxima(self.catalog.runner.fetch(sql), len(keys))
+            else:  # what the scan of `missing` alone would have given
+                highest = {a: scanned[a] for a in missing if a in scanned}
+            for part, high in highest.items():
                 if part in where:
-                    recorded[lay.path(part)] = [where[part], None if high is None else int(high)]
+                    recorded[lay.path(part)] = [where[part], high]
             current = {lay.path(p) for p in loaded.snapshots}
             recorded = {k: v for k, v in sorted(recorded.items()) if k in current}
             if recorded != before:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dbt.adapters.chaintable.base.keys import INTEGRAL_TYPES
 from dbt.adapters.chaintable.base.options import ChainOptions
@@ -119,6 +120,16 @@ def ordinal_sequence_type(opts: ChainOptions, types: Mapping[str, str]) -> str |
     lower = {k.lower(): v.lower() for k, v in types.items()}
     kind = lower.get(opts.sequence_field.lower())
     return kind if kind in ORDINAL_SEQUENCE_TYPES else None
+
+
+def sequence_maxima(rows: Iterable[Sequence[Any]], keys: int) -> dict[Values, int | None]:
+    """Each partition's highest sequence from the rows of a scan that gives its `keys` partition
+    values first and the maximum last (cumulative/sql.py, sequence_max): an integer, or None
+    where the partition holds only NULL sequences. A partition with no rows has no row, so no
+    entry. A connection may give the numbers back as int, Decimal or str."""
+    return {
+        tuple(str(v) for v in row[:keys]): None if row[-1] is None else int(row[-1]) for row in rows
+    }
 
 
 def anchor_can_win(anchor_max: int | None, deltas_min: float | None) -> bool:

@@ -271,13 +271,17 @@ def add_partition(r: ChainSql, part: Values, directory: str, exists: bool) -> st
     return statements.add_partitions(r.cumulative, cols, [(part, directory)])
 
 
-def sequence_max(r: ChainSql, kind: str, anchors: Sequence[Values]) -> str:
+def sequence_max(r: ChainSql, kind: str, anchors: Sequence[Values], count: bool = False) -> str:
     """The highest sequence (as an integer, sequence_ordinal) of each snapshot partition
-    of `anchors`: its partition values, then the maximum (NULL: only NULL sequences)."""
+    of `anchors`: its partition values, then the maximum (NULL: only NULL sequences); a
+    partition with no rows gives no row. `count`: the partition's rows (count(*)) before the
+    maximum, so that one scan of the partitions a compaction wrote gives both
+    (compaction/plan.py, written_scan)."""
     assert r.opts.sequence_field
     parts = cols_sql(r.opts.partition_by)
     return (
-        f"SELECT {parts}, max({sequence_ordinal(q(r.opts.sequence_field), kind)}) "
+        f"SELECT {parts}, {'count(*), ' if count else ''}"
+        f"max({sequence_ordinal(q(r.opts.sequence_field), kind)}) "
         f"FROM {r.snapshot} WHERE {r.partitions_predicate(anchors)} GROUP BY {parts}"
     )
 

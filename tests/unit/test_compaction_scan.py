@@ -1,0 +1,212 @@
+"""A compaction's one scan of what it wrote: the rows per group it logs and, where the cumulative
+delta records them, the new anchors' highest sequences, from one statement (compaction/plan.py,
+written_scan); the statement on the fake catalog, and the split of its rows."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from dbt.adapters.chaintable.base.keys import P_BRANCH
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.compaction import compactor
+from dbt.adapters.chaintable.compaction.plan import rows_per_group, written_scan
+from dbt.adapters.chaintable.cumulative.plan import P_ANCHOR_SEQUENCE, sequence_maxima
+from tests.unit.fake_catalog import FakeConnections, fake_adapter
+from tests.unit.test_golden_sql import COLUMNS, CONFIG
+from tests.unit.test_golden_sql import setup as chain_setup
+
+WHERE = "FROM s.t__snapshot WHERE (`region` IN ('CN', 'US') AND `dt` = '20250104')"
+BOTH = (
+    f"SELECT `region`, `dt`, count(*), max(CAST(`seq` AS BIGINT)) {WHERE} GROUP BY `region`, `dt`"
+)
+COUNT = f"SELECT `region`, count(*) {WHERE} GROUP BY `region`"
+
+
+@pytest.fixture
+def logged(monkeypatch) -> list[str]:
+    lines: list[str] = []
+    monkeypatch.setattr(compactor.logger, "info", lines.append)
+    return lines
+
+
+def scans(conns: FakeConnections) -> list[str]:
+    """The queries of the snapshot branch's rows."""
+    return [s for s in conns.statements if s.startswith("SELECT") and "FROM s.t__snapshot" in s]
+
+
+def recorded(conns: FakeConnections) -> dict[str, Any]:
+    return json.loads(conns.tables["s.t__snapshot"].props.get(P_ANCHOR_SEQUENCE, "{}"))
+
+
+def location(conns: FakeConnections, path: str) -> str:
+    return conns.tables["s.t__snapshot"].part_location(path)
+
+
+def test_one_scan_gives_the_rows_written_and_the_new_anchors_highest_sequence(logged):
+    """Both groups' partitions in one statement; the counts and maxima as a connection may give
+    them back (Decimal, str); a partition of only NULL sequences is recorded as such."""
+    conns, adapter, rel = chain_setup(recent=7)
+    conns.answer(
+        "count(*), max(CAST(",
+        [("CN", "20250104", Decimal(10), "42"), ("US", "20250104", "5", None)],
+    )
+    assert adapter.chain_compact(rel, {"dt": "20250104"}) is True
+    assert scans(conns) == [BOTH]
+    assert "  wrote 10 row(s) for region=CN" in logged
+    assert "  wrote 5 row(s) for region=US" in logged
+    assert recorded(conns) == {
+        "region=CN/dt=20250104": [location(conns, "region=CN/dt=20250104"), 42],
+        "region=US/dt=20250104": [location(conns, "region=US/dt=20250104"), None],
+    }
+
+
+def test_a_partition_written_empty_is_neither_logged_nor_recorded(logged):
+    conns, adapter, rel = chain_setup(recent=7)
+    conns.answer("count(*), max(CAST(", [("CN", "20250104", 10, 42)])
+    assert adapter.chain_compact(rel, {"dt": "20250104"}) is True
+    assert [line for line in logged if "wrote" in line] == ["  wrote 10 row(s) for region=CN"]
+    assert recorded(conns) == {
+        "region=CN/dt=20250104": [location(conns, "region=CN/dt=20250104"), 42]
+    }
+
+
+@pytest.mark.parametrize(
+    ("config", "columns"),
+    [
+        ({**CONFIG, "cumulative_delta": False}, COLUMNS),
+        (CONFIG, [(c, "string" if c == "seq" else t) for c, t in COLUMNS]),
+    ],
+    ids=["no_cumulative_delta", "string_sequence"],
+)
+def test_without_a_highest_sequence_to_record_the_count_alone_is_scanned(logged, config, columns):
+    conns, adapter, rel = chain_setup(recent=7, config=config, columns=columns)
+    conns.answer("count(*) FROM s.t__snapshot", [("CN", 10), ("US", Decimal(5))])
+    assert adapter.chain_compact(rel, {"dt": "20250104"}) is True
+    assert scans(conns) == [COUNT]
+    assert "  wrote 10 row(s) for region=CN" in logged
+    assert "  wrote 5 row(s) for region=US" in logged
+    assert P_ANCHOR_SEQUENCE not in conns.tables["s.t__snapshot"].props
+
+
+def no_groups() -> tuple[FakeConnections, Any, Any]:
+    """A chain of `dt` alone: snapshot 0101, deltas 0102-0103."""
+    config = {**CONFIG, "partition_by": ["dt"], "primary_key": ["id", "dt"]}
+    props = ChainOptions.from_config("t", config).to_properties()
+    conns = FakeConnections()
+    for branch, days in (("snapshot", ["20250101"]), ("delta", ["20250102", "20250103"])):
+        conns.table(
+            f"t__{branch}",
+            columns=[c for c in COLUMNS if c[0] != "region"],
+            partition_by=("dt",),
+            props={**props, P_BRANCH: branch},
+            partitions=[f"dt={d}" for d in days],
+        )
+    adapter = fake_adapter(conns)
+    return conns, adapter, adapter.Relation.create(schema="s", identifier="t", type="view")
+
+
+def test_a_chain_without_groups_scans_by_day_and_logs_an_empty_write_as_zero_rows(logged):
+    """count(*) without GROUP BY gave one row, 0 for an empty partition; the scan by day gives
+    none, and the log still says 0."""
+    conns, adapter, rel = no_groups()
+    assert adapter.chain_compact(rel, {"dt": "20250103"}) is True
+    assert scans(conns) == [
+        "SELECT `dt`, count(*), max(CAST(`seq` AS BIGINT)) FROM s.t__snapshot "
+        "WHERE (`dt` = '20250103') GROUP BY `dt`"
+    ]
+    assert [line for line in logged if "wrote" in line] == ["  wrote 0 row(s) for all rows"]
+    assert P_ANCHOR_SEQUENCE not in conns.tables["s.t__snapshot"].props
+
+
+# ---- the anchors' record from the compaction's scan, as from a scan of its own ----------------
+ANCHORS = [("CN", "20250101"), ("CN", "20250108"), ("US", "20250101")]
+
+
+def record_before(conns: FakeConnections) -> None:
+    """CN 0101 recorded at its location (no scan needed), CN 0108 at an old one (rewritten
+    since), US 0101 not at all."""
+    table = conns.tables["s.t__snapshot"]
+    table.props[P_ANCHOR_SEQUENCE] = json.dumps(
+        {
+            "region=CN/dt=20250101": [location(conns, "region=CN/dt=20250101"), 3],
+            "region=CN/dt=20250108": ["file:/old", 1],
+        },
+        separators=(",", ":"),
+    )
+
+
+@pytest.mark.parametrize(
+    "truth",
+    [
+        {("CN", "20250101"): 30, ("CN", "20250108"): 8, ("US", "20250101"): 4},
+        {("CN", "20250101"): 30, ("CN", "20250108"): None, ("US", "20250101"): 4},
+        {("CN", "20250101"): 30, ("US", "20250101"): None},  # CN 0108 has no rows
+        {("CN", "20250101"): 30},
+    ],
+    ids=["maxima", "null_maximum", "empty_partition", "empty_partitions"],
+)
+def test_the_scanned_maxima_are_recorded_as_a_scan_of_the_anchors_records_them(truth):
+    """`truth`: each anchor's highest sequence, no entry for one without rows. A scan of its own
+    covers only the anchors whose record is not current (CN 0108, US 0101): CN 0101 keeps its
+    record (3) whatever the compaction's scan gave for it (30 here)."""
+    results = []
+    for scanned in (None, truth):
+        conns, adapter, rel = chain_setup()
+        record_before(conns)
+        if scanned is None:
+            rows = [(*a, truth[a]) for a in ANCHORS[1:] if a in truth]
+            conns.answer("max(CAST(", rows)
+        loaded = adapter.chain.catalog.load(rel)
+        conns.statements.clear()
+        _, highest = adapter.chain.accumulator.anchor_sequence_max(loaded, ANCHORS, scanned)
+        results.append((highest, recorded(conns), len(scans(conns))))
+    assert results[0][:2] == results[1][:2]
+    assert results[1][0][("CN", "20250101")] == 3
+    assert (results[0][2], results[1][2]) == (1, 0)
+
+
+# ---- the split of the scan's rows ------------------------------------------------------------
+def test_written_scan_sums_a_groups_partitions_and_keeps_each_partitions_maximum():
+    rows = [
+        ("CN", "20250104", "01", Decimal(3), "7"),
+        ("US", "20250104", "01", 2, 9),
+        ("CN", "20250104", "02", "4", None),
+    ]
+    counts, maxima = written_scan(rows, groups=1, keys=3)
+    assert counts == {("CN",): 7, ("US",): 2}
+    assert list(counts) == [("CN",), ("US",)]  # in the order the groups first come
+    assert maxima == {
+        ("CN", "20250104", "01"): 7,
+        ("US", "20250104", "01"): 9,
+        ("CN", "20250104", "02"): None,
+    }
+    assert all(type(n) is int for n in [*counts.values(), *maxima.values()] if n is not None)
+
+
+def test_written_scan_of_no_rows():
+    assert written_scan([], groups=1, keys=2) == ({}, {})
+    assert written_scan([], groups=0, keys=1) == ({(): 0}, {})
+
+
+def test_rows_per_group_of_a_count_without_groups():
+    assert rows_per_group([], 0, at=0) == {(): 0}
+    assert rows_per_group([(Decimal(0),)], 0, at=0) == {(): 0}
+    assert rows_per_group([(12,)], 0, at=0) == {(): 12}
+    assert rows_per_group([("20250104", "12", None)], 0, at=1) == {(): 12}
+
+
+def test_rows_per_group_of_a_count_by_group():
+    assert rows_per_group([("CN", 10), ("US", "5")], 1, at=1) == {("CN",): 10, ("US",): 5}
+
+
+def test_sequence_maxima_takes_the_last_column_as_an_integer():
+    rows = [("CN", "20250101", Decimal(5)), ("US", "20250101", None), (1, 20250102, "-3")]
+    assert sequence_maxima(rows, 2) == {
+        ("CN", "20250101"): 5,
+        ("US", "20250101"): None,
+        ("1", "20250102"): -3,
+    }
