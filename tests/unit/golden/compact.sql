@@ -34,10 +34,6 @@ INSERT OVERWRITE TABLE s.t__chain_pub PARTITION (`region` = 'CN', `dt` = '202501
 ;
 INSERT OVERWRITE TABLE s.t__chain_pub PARTITION (`region` = 'US', `dt` = '20250104') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
 ;
-DESCRIBE FORMATTED s.t__chain_pub PARTITION (`region` = 'CN', `dt` = '20250104')
-;
-DESCRIBE FORMATTED s.t__chain_pub PARTITION (`region` = 'US', `dt` = '20250104')
-;
 ALTER TABLE s.t__snapshot ADD PARTITION (`region` = 'CN', `dt` = '20250104') LOCATION 'file:/warehouse/s.db/t__snapshot/_chain_v/RUN0001/region=CN/dt=20250104' PARTITION (`region` = 'US', `dt` = '20250104') LOCATION 'file:/warehouse/s.db/t__snapshot/_chain_v/RUN0001/region=US/dt=20250104'
 ;
 DROP TABLE IF EXISTS s.t__chain_pub

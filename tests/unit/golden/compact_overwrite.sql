@@ -32,8 +32,6 @@ DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'CN', `dt` = '20250108')
 ;
 ALTER TABLE s.t__chain_pub SET TBLPROPERTIES ('chaintable.stage.replaces' = '{"region=CN/dt=20250108": "file:/warehouse/s.db/t__snapshot/region=CN/dt=20250108"}')
 ;
-DESCRIBE FORMATTED s.t__chain_pub PARTITION (`region` = 'CN', `dt` = '20250108')
-;
 ALTER TABLE s.t__snapshot PARTITION (`region` = 'CN', `dt` = '20250108') SET LOCATION 'file:/warehouse/s.db/t__snapshot/_chain_v/RUN0001/region=CN/dt=20250108'
 ;
 DROP TABLE IF EXISTS s.t__chain_pub

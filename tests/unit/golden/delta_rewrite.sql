@@ -37,8 +37,6 @@ DESCRIBE FORMATTED s.t__delta PARTITION (`region` = 'CN', `dt` = '20250105')
 ;
 ALTER TABLE s.t__chain_stage SET TBLPROPERTIES ('chaintable.stage.replaces' = '{"region=CN/dt=20250105": "file:/warehouse/s.db/t__delta/region=CN/dt=20250105"}')
 ;
-DESCRIBE FORMATTED s.t__chain_stage PARTITION (`region` = 'CN', `dt` = '20250105')
-;
 ALTER TABLE s.t__delta PARTITION (`region` = 'CN', `dt` = '20250105') SET LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001/region=CN/dt=20250105'
 ;
 DROP TABLE IF EXISTS s.t__chain_stage

@@ -35,8 +35,6 @@ DESCRIBE FORMATTED s.t__delta PARTITION (`region` = 'CN', `dt` = '20250108')
 ;
 ALTER TABLE s.t__chain_stage SET TBLPROPERTIES ('chaintable.stage.replaces' = '{"region=CN/dt=20250108": "file:/warehouse/s.db/t__delta/region=CN/dt=20250108"}')
 ;
-DESCRIBE FORMATTED s.t__chain_stage PARTITION (`region` = 'CN', `dt` = '20250108')
-;
 ALTER TABLE s.t__delta PARTITION (`region` = 'CN', `dt` = '20250108') SET LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001/region=CN/dt=20250108'
 ;
 DROP TABLE IF EXISTS s.t__chain_stage

@@ -31,10 +31,6 @@ SHOW PARTITIONS s.t__delta
 ;
 INSERT OVERWRITE TABLE s.t__chain_stage PARTITION (`region` = 'US', `dt` = '20250111') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
 ;
-DESCRIBE FORMATTED s.t__chain_stage PARTITION (`region` = 'CN', `dt` = '20250111')
-;
-DESCRIBE FORMATTED s.t__chain_stage PARTITION (`region` = 'US', `dt` = '20250111')
-;
 ALTER TABLE s.t__delta ADD PARTITION (`region` = 'CN', `dt` = '20250111') LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001/region=CN/dt=20250111' PARTITION (`region` = 'US', `dt` = '20250111') LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001/region=US/dt=20250111'
 ;
 DROP TABLE IF EXISTS s.t__chain_stage

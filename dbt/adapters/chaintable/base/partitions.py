@@ -5,6 +5,7 @@ predicate) are rendered by base/quoting.py and chain/sql.py from the same values
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -43,6 +44,26 @@ def parse_partition_path(path: str, partition_by: Sequence[str]) -> Values:
             "non-null partition values"
         )
     return values
+
+
+# a name or value Spark and Hive write into a partition's directory name as it is (neither's path
+# escaping changes it; Hive also lowercases column names there, so upper case is left out)
+_PLAIN_NAME = re.compile(r"[a-z0-9_]+")
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def default_partition_directory(
+    table_location: str, columns: Sequence[str], values: Values
+) -> str | None:
+    """The directory a write into a partition of the table at `table_location` gives it
+    (`<location>/region=CN/dt=20250101`) when no name or value needs escaping in a path, else
+    None (its location is then asked of the catalog)."""
+    plain = all(_PLAIN_NAME.fullmatch(c) for c in columns) and all(
+        _PLAIN_VALUE.fullmatch(v) for v in values
+    )
+    if not plain or len(columns) != len(values):
+        return None
+    return f"{table_location.rstrip('/')}/{format_partition(columns, values)}"
 
 
 def parse_flag(value: Any, name: str) -> bool:

@@ -14,6 +14,7 @@ from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.partitions import (
     Values,
+    default_partition_directory,
     format_partition,
 )
 from dbt.adapters.chaintable.base.versions import version_location
@@ -42,9 +43,10 @@ class Publisher:
         parts: Sequence[Values],
         run_id: str,
         by_key: bool = False,
-    ) -> None:
+    ) -> str:
         """Merged rows in a fresh directory below `target`, laid out (format, buckets) like it,
-        every partition of `parts` present (empty if the merge left no row), ready to publish.
+        every partition of `parts` present (empty if the merge left no row), ready to publish;
+        returns that directory (the pub table's location).
         `by_key`: shuffled and sorted by key (Renderer.by_key) unless `target` is bucketed,
         whose buckets are its layout."""
         pub = str(loaded.tables.pub)
@@ -57,6 +59,7 @@ class Publisher:
             for c in info.get("Bucket Columns", "").strip("[]").split(",")
             if c.strip(" `")
         ]
+        location = version_location(info["Location"], run_id)
         self.run(
             S.create_table(
                 pub,
@@ -64,7 +67,7 @@ class Publisher:
                 loaded.opts.partition_by,
                 {safety.P_TARGET: str(target)},
                 file_format=info.get("Provider", "parquet"),
-                location=version_location(info["Location"], run_id),
+                location=location,
                 clustered_by=bucket_cols if buckets > 0 else (),
                 buckets=buckets if buckets > 0 else None,
             )
@@ -72,12 +75,13 @@ class Publisher:
         by_key = by_key and buckets == 0
         if len(parts) == 1:  # one partition (one group): its rows carry its values
             self.run(renderer.insert_overwrite(pub, source_sql, only=parts[0], by_key=by_key))
-            return
+            return location
         self.run(renderer.insert_overwrite(pub, source_sql, by_key=by_key))
         present = set(self.catalog.partitions(pub, loaded.opts.partition_by))
         for part in parts:
             if part not in present:
                 self.run(renderer.empty_partition(pub, part))
+        return location
 
     def publish(
         self,
@@ -87,11 +91,15 @@ class Publisher:
         parts: Sequence[Values],
         existing: Sequence[Values],
         directories: Mapping[Values, str] | None = None,
+        source_location: str | None = None,
     ) -> None:
         """Switch each partition of `target` to its new directory in `source` (`directories`
         names those known without asking: a bare stage directory, whose run has no `source`
         table): one metastore operation per partition (atomic for readers). Old directories
-        are deleted afterwards."""
+        are deleted afterwards. `source_location`: the location this run created `source` at;
+        a partition its writes gave the default directory below it (every partition of a
+        staging or pub table: none is added with a LOCATION) is published there without a
+        DESCRIBE, unless its path would need escaping (default_partition_directory)."""
         cat, have = self.catalog, set(existing)
         known = dict(directories or {})
         self.lock.check_lease(str(ChainTables.of_branch(target).lock))
@@ -109,6 +117,8 @@ class Publisher:
         added, old_dirs = [], []
         for part in parts:
             new_dir = known.get(part)
+            if new_dir is None and source_location:
+                new_dir = default_partition_directory(source_location, partition_by, part)
             if new_dir is None:
                 assert source is not None, "a partition without a directory needs a stage table"
                 new_dir = cat.partition_location(source, partition_by, part)

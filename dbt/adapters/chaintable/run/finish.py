@@ -66,9 +66,16 @@ class Finisher:
             self.run(renderer.insert_overwrite(str(target), source))
             return False
         if merge:  # the stage holds raw rows: publish the merged ones from a table of their own
-            self.publisher.create_pub(target, loaded, source, plan.written, stage.run_id + "-m")
+            pub_dir = self.publisher.create_pub(
+                target, loaded, source, plan.written, stage.run_id + "-m"
+            )
             self.publisher.publish(
-                target, tables.pub, opts.partition_by, plan.written, existing=before
+                target,
+                tables.pub,
+                opts.partition_by,
+                plan.written,
+                existing=before,
+                source_location=pub_dir,
             )
             return False
         if stage.bare:  # its directory is the one partition, rows or none
@@ -94,7 +101,12 @@ class Finisher:
         for part in plan.empties:
             self.run(stage_renderer.empty_partition(str(tables.stage), part))
         self.publisher.publish(
-            target, tables.stage, opts.partition_by, plan.written, existing=before
+            target,
+            tables.stage,
+            opts.partition_by,
+            plan.written,
+            existing=before,
+            source_location=stage.directory,
         )
         return True
 
