@@ -11,7 +11,7 @@ sent, not what Spark would do with it (the functional tests do that).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -65,6 +65,8 @@ class FakeConnections:
         self.answers: list[tuple[str, list[tuple[Any, ...]]]] = []
         self.query_columns: list[tuple[str, str]] = []
         self.query_partitions: list[str] = []  # what a CREATE TABLE ... AS <query> writes
+        # table -> the partitions a dynamic INSERT OVERWRITE (statement -> paths) writes into it
+        self.dynamic_writes: dict[str, Callable[[str], list[str]]] = {}
 
     # ---- setting up -------------------------------------------------------------------------
     def table(self, name: str, **kw: Any) -> FakeTable:
@@ -196,11 +198,11 @@ class FakeConnections:
             self._set_props(self._get(m.group(1)), m.group(2))
             return
         m = re.match(r"INSERT OVERWRITE TABLE (\S+) PARTITION \((.*?)\)", s, re.S)
-        if m and "=" in m.group(2):
+        if m:
             t = self._get(m.group(1))
-            path = _spec_path(m.group(2))
-            if path not in t.partitions:
-                t.partitions.append(path)
+            write = self.dynamic_writes.get(_unquote(m.group(1)))
+            paths = [_spec_path(m.group(2))] if "=" in m.group(2) else write(s) if write else []
+            t.partitions += [p for p in paths if p not in t.partitions]
 
     @staticmethod
     def _set_props(table: FakeTable, body: str) -> None:

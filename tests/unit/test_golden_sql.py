@@ -62,14 +62,19 @@ def chain(
     recent: int = 2,
     config: dict[str, Any] = CONFIG,
     columns: list[tuple[str, str]] = COLUMNS,
+    branches: dict[str, list[tuple[str, str]]] | None = None,
 ) -> None:
-    """CN: snapshots 0101 and 0108, deltas 0102-0110; US: snapshot 0101, deltas 0102-0104.
-    At most `recent` literal branches in the view, so older days go through the mapping."""
+    """CN: snapshots 0101 and 0108, deltas 0102-0110; US: snapshot 0101, deltas 0102-0104
+    (or each branch's (region, dt) partitions in `branches`). At most `recent` literal branches
+    in the view, so older days go through the mapping."""
     props = {**ChainOptions.from_config("t", config).to_properties(), P_VIEW_RECENT: str(recent)}
     for branch, parts in (
-        ("snapshot", [("CN", "20250101"), ("CN", "20250108"), ("US", "20250101")]),
-        ("delta", [("CN", d) for d in DAYS[1:]] + [("US", d) for d in DAYS[1:4]]),
-    ):
+        branches
+        or {
+            "snapshot": [("CN", "20250101"), ("CN", "20250108"), ("US", "20250101")],
+            "delta": [("CN", d) for d in DAYS[1:]] + [("US", d) for d in DAYS[1:4]],
+        }
+    ).items():
         conns.table(
             f"t__{branch}",
             columns=list(columns),
