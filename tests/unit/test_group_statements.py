@@ -172,12 +172,32 @@ def test_a_compactions_statements_by_number_of_groups(groups, count):
         (("dt",), ("a%b",), None),
         (("dt",), ("",), None),  # Hive's default partition
         (("Region", "dt"), ("CN", "1"), None),  # Hive lowercases the name in the path
+        (("region", "DT"), ("CN", "1"), None),
+        (("region", "dt"), ("CN", "1"), None),  # the table spells it `DT`: so does its path
     ],
 )
 def test_a_staged_partitions_directory_is_known_when_its_path_needs_no_escaping(
     columns, values, directory
 ):
-    assert default_partition_directory("file:/w/t/_chain_v/R/", columns, values) == directory
+    table = ["id", "region", "DT" if directory is None and "region" in columns else "dt", "Region"]
+    location = "file:/w/t/_chain_v/R/"
+    assert default_partition_directory(location, columns, values, table) == directory
+
+
+def test_a_stage_whose_query_spells_a_partition_column_otherwise_asks_its_directories():
+    """The stage is created from the model's query, whose `DT` names the directories `DT=...`:
+    the publish asks where each partition is."""
+    (conns, adapter, rel), _ = daily_runs(4, runs=1)
+    conns.statements.clear()
+    conns.answers.clear()
+    regions = [f"g{i:02d}" for i in range(4)]
+    conns.answer("count_if(", [(r, "20250106", 3, 3, 0, 0, 0, False, 7, 0) for r in regions])
+    conns.query_columns = [("DT" if c == "dt" else c, t) for c, t in COLUMNS]
+    conns.query_partitions = [f"region={r}/dt=20250106" for r in regions]
+    run = adapter.chain_prepare(rel, "t", {**CONFIG, "chain_partition": {"dt": "20250106"}}, 0, 0)
+    assert adapter.chain_execute(run, "SELECT * FROM s.src") == "OK: 4 delta partition(s)"
+    asked = [s for s in conns.statements if s.startswith("DESCRIBE FORMATTED s.t__chain_stage ")]
+    assert len(asked) == 4
 
 
 if __name__ == "__main__":

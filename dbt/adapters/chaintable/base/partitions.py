@@ -53,17 +53,33 @@ _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def default_partition_directory(
-    table_location: str, columns: Sequence[str], values: Values
+    table_location: str, columns: Sequence[str], values: Values, table_columns: Sequence[str]
 ) -> str | None:
     """The directory a write into a partition of the table at `table_location` gives it
     (`<location>/region=CN/dt=20250101`) when no name or value needs escaping in a path, else
-    None (its location is then asked of the catalog)."""
-    plain = all(_PLAIN_NAME.fullmatch(c) for c in columns) and all(
+    None (its location is then asked of the catalog). `table_columns`: the table's columns as
+    the catalog spells them; a write names the directory with that spelling (a table created
+    from a query holding `DT` has `DT=...` directories), so a partition column spelt otherwise
+    there gives None too."""
+    plain = all(_PLAIN_NAME.fullmatch(c) and c in table_columns for c in columns) and all(
         _PLAIN_VALUE.fullmatch(v) for v in values
     )
     if not plain or len(columns) != len(values):
         return None
     return f"{table_location.rstrip('/')}/{format_partition(columns, values)}"
+
+
+def default_partition_directories(
+    table_location: str,
+    table_columns: Sequence[tuple[str, str]],
+    columns: Sequence[str],
+    parts: Sequence[Values],
+) -> dict[Values, str]:
+    """default_partition_directory of each of `parts` that has one (the table's columns as
+    (name, type) pairs)."""
+    names = [c for c, _ in table_columns]
+    found = {p: default_partition_directory(table_location, columns, p, names) for p in parts}
+    return {p: d for p, d in found.items() if d is not None}
 
 
 def parse_flag(value: Any, name: str) -> bool:

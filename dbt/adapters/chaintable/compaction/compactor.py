@@ -155,7 +155,7 @@ class Compactor:
         # the refresh below, because its snapshot branch excludes that partition
         snapshot = loaded.tables.snapshot
         source = renderer.merged(plan.chain, plan.writes, serving=served_days(loaded, plan.writes))
-        pub_dir = self.publisher.create_pub(
+        known = self.publisher.create_pub(
             snapshot, loaded, source, written, versions.new_run_id(), by_key=True
         )
         failpoint("compact.staged")
@@ -165,7 +165,7 @@ class Compactor:
             loaded.opts.partition_by,
             written,
             existing=loaded.snapshots,
-            source_location=pub_dir,
+            directories=known,
         )
         highest = self._scan_written(loaded, renderer, state, written)
         logger.info(

@@ -14,7 +14,7 @@ from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.partitions import (
     Values,
-    default_partition_directory,
+    default_partition_directories,
     format_partition,
 )
 from dbt.adapters.chaintable.base.versions import version_location
@@ -43,10 +43,10 @@ class Publisher:
         parts: Sequence[Values],
         run_id: str,
         by_key: bool = False,
-    ) -> str:
+    ) -> dict[Values, str]:
         """Merged rows in a fresh directory below `target`, laid out (format, buckets) like it,
         every partition of `parts` present (empty if the merge left no row), ready to publish;
-        returns that directory (the pub table's location).
+        returns the directories of `parts` known without asking (publish's `directories`).
         `by_key`: shuffled and sorted by key (Renderer.by_key) unless `target` is bucketed,
         whose buckets are its layout."""
         pub = str(loaded.tables.pub)
@@ -60,6 +60,9 @@ class Publisher:
             if c.strip(" `")
         ]
         location = version_location(info["Location"], run_id)
+        known = default_partition_directories(
+            location, loaded.columns, loaded.opts.partition_by, parts
+        )
         self.run(
             S.create_table(
                 pub,
@@ -75,13 +78,13 @@ class Publisher:
         by_key = by_key and buckets == 0
         if len(parts) == 1:  # one partition (one group): its rows carry its values
             self.run(renderer.insert_overwrite(pub, source_sql, only=parts[0], by_key=by_key))
-            return location
+            return known
         self.run(renderer.insert_overwrite(pub, source_sql, by_key=by_key))
         present = set(self.catalog.partitions(pub, loaded.opts.partition_by))
         for part in parts:
             if part not in present:
                 self.run(renderer.empty_partition(pub, part))
-        return location
+        return known
 
     def publish(
         self,
@@ -91,15 +94,13 @@ class Publisher:
         parts: Sequence[Values],
         existing: Sequence[Values],
         directories: Mapping[Values, str] | None = None,
-        source_location: str | None = None,
     ) -> None:
         """Switch each partition of `target` to its new directory in `source` (`directories`
         names those known without asking: a bare stage directory, whose run has no `source`
-        table): one metastore operation per partition (atomic for readers). Old directories
-        are deleted afterwards. `source_location`: the location this run created `source` at;
-        a partition its writes gave the default directory below it (every partition of a
-        staging or pub table: none is added with a LOCATION) is published there without a
-        DESCRIBE, unless its path would need escaping (default_partition_directory)."""
+        table, or the default directories below a staging or pub table this run created, whose
+        partitions none added with a LOCATION: partitions.default_partition_directories): one
+        metastore operation per partition (atomic for readers). Old directories are deleted
+        afterwards."""
         cat, have = self.catalog, set(existing)
         known = dict(directories or {})
         self.lock.check_lease(str(ChainTables.of_branch(target).lock))
@@ -117,8 +118,6 @@ class Publisher:
         added, old_dirs = [], []
         for part in parts:
             new_dir = known.get(part)
-            if new_dir is None and source_location:
-                new_dir = default_partition_directory(source_location, partition_by, part)
             if new_dir is None:
                 assert source is not None, "a partition without a directory needs a stage table"
                 new_dir = cat.partition_location(source, partition_by, part)

@@ -12,7 +12,7 @@ from dbt_common.events.functions import warn_or_error
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable.base.failpoints import failpoint
-from dbt.adapters.chaintable.base.partitions import Values
+from dbt.adapters.chaintable.base.partitions import Values, default_partition_directories
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.chain.catalog import METADATA_CACHE_TTL, Catalog, Loaded
 from dbt.adapters.chaintable.compaction.compactor import Compactor
@@ -66,16 +66,11 @@ class Finisher:
             self.run(renderer.insert_overwrite(str(target), source))
             return False
         if merge:  # the stage holds raw rows: publish the merged ones from a table of their own
-            pub_dir = self.publisher.create_pub(
+            pub = self.publisher.create_pub(
                 target, loaded, source, plan.written, stage.run_id + "-m"
             )
             self.publisher.publish(
-                target,
-                tables.pub,
-                opts.partition_by,
-                plan.written,
-                existing=before,
-                source_location=pub_dir,
+                target, tables.pub, opts.partition_by, plan.written, before, directories=pub
             )
             return False
         if stage.bare:  # its directory is the one partition, rows or none
@@ -100,13 +95,11 @@ class Finisher:
         )
         for part in plan.empties:
             self.run(stage_renderer.empty_partition(str(tables.stage), part))
+        known = default_partition_directories(
+            stage.directory, plan.stage_columns, opts.partition_by, plan.written
+        )
         self.publisher.publish(
-            target,
-            tables.stage,
-            opts.partition_by,
-            plan.written,
-            existing=before,
-            source_location=stage.directory,
+            target, tables.stage, opts.partition_by, plan.written, before, directories=known
         )
         return True
 
