@@ -130,3 +130,10 @@ def test_an_unreachable_metastore_service_fails_fast_naming_the_setting():
         ok = server.getsockname()[1]
         check_metastore({key: f"thrift://127.0.0.1:{port},thrift://127.0.0.1:{ok}"}, timeout=1)
     check_metastore({})
+
+
+def test_the_quiet_log_configuration_ships_beside_the_module_that_names_it():
+    """The JVM is pointed at this file; a missing one leaves Spark's log on dbt's console."""
+    text = spark_log._CONFIG.read_text()
+    assert "rootLogger.level = warn" in text
+    assert "chaintable.spark.log" in text
