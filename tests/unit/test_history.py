@@ -1,0 +1,185 @@
+"""History by business day (SPEC §8, history/): which days a range reads, which groups are read
+for the changed keys only, the shape of chain_changes' and chain_history's SQL, and the errors.
+The rows they give are checked on real Spark in tests/functional/test_history.py."""
+
+import re
+
+import pytest
+from test_view_layout import GROUPED, HOURLY  # region + dt; dt + hour
+
+from dbt.adapters.chaintable.base.partitions import ChainPlanError
+from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.history import sql
+from dbt.adapters.chaintable.history.plan import plan_history
+from dbt.adapters.chaintable.read.render import Renderer
+
+COLS = ["id", "v", "op", "seq", "region", "dt"]
+TYPES = {"id": "int", "v": "string", "op": "string", "seq": "int", "region": "string"}
+
+
+def flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def state():
+    """CN: snapshot 01, deltas 02..05, a compaction at 04. US: snapshot 01, deltas 02..05."""
+    days = ["20250801", "20250802", "20250803", "20250804", "20250805"]
+    snaps = [("CN", days[0]), ("CN", days[3]), ("US", days[0])]
+    deltas = [(g, d) for g in ("CN", "US") for d in days[1:]]
+    return ChainState.build(GROUPED, snaps, deltas, {"dt": "string"})
+
+
+def renderer(opts=GROUPED, cols=COLS, types=TYPES):
+    return Renderer(opts, cols, types, "s.t__snapshot", "s.t__delta", "s.t__cumulative")
+
+
+def test_a_group_without_a_snapshot_in_the_range_is_read_for_its_changed_keys_only():
+    plan = plan_history(state(), {"dt": "20250802"}, {"dt": "20250803"}, every_day=False)
+    assert plan.days == (("20250802",), ("20250803",))
+    assert plan.incremental == (("CN",), ("US",))
+    assert plan.full == ()
+    assert plan.candidates == (("CN", "20250803"), ("US", "20250803"))
+
+
+def test_a_snapshot_inside_the_range_reads_that_group_in_full():
+    plan = plan_history(state(), "dt=20250802", {"dt": "20250805"})
+    assert plan.days == tuple((d,) for d in ("20250802", "20250803", "20250804", "20250805"))
+    assert plan.incremental == (("US",),)
+    assert plan.full == (("CN",),)
+    assert plan.candidates == tuple(("US", d) for d in ("20250803", "20250804", "20250805"))
+    # starting on the snapshot day itself: every later day reads from it (its anchor)
+    plan = plan_history(state(), {"dt": "20250804"}, {"dt": "20250805"})
+    assert plan.incremental == (("CN",), ("US",))
+    assert plan.candidates == (("CN", "20250805"), ("US", "20250805"))
+
+
+def test_group_keys_in_a_day_narrow_the_groups():
+    plan = plan_history(state(), {"dt": "20250802", "region": "US"}, {"dt": "20250805"})
+    assert plan.incremental == (("US",),) and plan.full == ()
+    assert all(p.group == ("US",) for plans in plan.reads for p in plans)
+
+
+def test_a_group_that_starts_inside_the_range_is_read_in_full():
+    s = ChainState.build(
+        GROUPED,
+        [("CN", "20250801")],
+        [("CN", "20250802"), ("CN", "20250803"), ("EU", "20250803")],
+        {"dt": "string"},
+    )
+    plan = plan_history(s, {"dt": "20250801"}, {"dt": "20250803"})
+    assert plan.incremental == (("CN",),) and plan.full == (("EU",),)
+    assert [p.group for p in plan.reads[0]] == [("CN",)]
+
+
+@pytest.mark.parametrize(
+    "start, end, message",
+    [
+        ({"dt": "20250803"}, {"dt": "20250802"}, "from (dt=20250803) must be a day before to"),
+        ({"dt": "20250803"}, {"dt": "20250803"}, "must be a day before to"),
+        ({"dt": "20250731"}, {"dt": "20250803"}, "from day dt=20250731 is not a published day"),
+        ({"dt": "20250801"}, {"dt": "20250809"}, "to day dt=20250809 is not a published day"),
+        ({"dt": "20250801", "region": "EU"}, {"dt": "20250803"}, "names no group"),
+        ({"region": "CN"}, {"dt": "20250803"}, "chain key(s) ['dt'] are not given"),
+        ({"day": "20250801"}, {"dt": "20250803"}, "not partition columns"),
+    ],
+)
+def test_bad_days_are_refused(start, end, message):
+    with pytest.raises(ChainPlanError, match=re.escape(message)):
+        plan_history(state(), start, end)
+
+
+def test_a_day_before_the_history_expiration_kept_is_refused():
+    history = {("CN",): ("20250804",)}
+    with pytest.raises(ChainPlanError, match="from day dt=20250801 of region=CN was expired"):
+        plan_history(state(), {"dt": "20250801"}, {"dt": "20250805"}, history)
+    plan_history(state(), {"dt": "20250804"}, {"dt": "20250805"}, history)
+
+
+def test_changes_join_the_candidate_keys_states_on_both_days():
+    r = renderer()
+    plan = plan_history(state(), {"dt": "20250802"}, {"dt": "20250803"}, every_day=False)
+    text = flat(sql.changes(r, plan, {}))
+    keys = (
+        "SELECT DISTINCT `id`, `region` FROM s.t__delta WHERE "
+        "(`region` IN ('CN', 'US') AND `dt` = '20250803')"
+    )
+    assert text.count(keys) == 2  # the states of both days are read for those keys only
+    assert text.count("LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM s.t__delta WHERE") == 2
+    assert text.startswith(
+        "SELECT CASE WHEN __t.__ct_on THEN __t.`id` ELSE __f.`id` END AS `id`, "
+        "CASE WHEN __t.__ct_on THEN __t.`v` ELSE __f.`v` END AS `v`, "
+    )
+    assert "'20250803' AS `dt`, CASE WHEN __f.__ct_on IS NULL THEN 'insert'" in text
+    assert (
+        "CASE WHEN __f.__ct_on THEN named_struct('id', __f.`id`, 'v', __f.`v`, 'op', __f.`op`, "
+        "'seq', __f.`seq`, 'region', __f.`region`, 'dt', __f.`dt`) END AS ct__before"
+    ) in text
+    assert "ON __t.`id` = __f.`id` AND __t.`region` = __f.`region`" in text
+    assert text.endswith(
+        "WHERE __t.__ct_on IS NULL OR __f.__ct_on IS NULL OR NOT "
+        "(__t.`v` <=> __f.`v` AND __t.`op` <=> __f.`op` AND __t.`seq` <=> __f.`seq`)"
+    )
+
+
+def test_changes_across_a_compaction_compare_that_groups_full_states():
+    r = renderer()
+    plan = plan_history(state(), {"dt": "20250803"}, {"dt": "20250805"}, every_day=False)
+    text = flat(sql.changes(r, plan, {}))
+    # US: candidates only; CN: its snapshot 04 read whole against its merged 03
+    assert text.count("LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM s.t__delta WHERE") == 2
+    assert "FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250804')" in text
+    assert "(`region` = 'US' AND `dt` IN ('20250804', '20250805'))" in text
+
+
+def test_changes_without_any_delta_in_the_range_read_no_state_of_incremental_groups():
+    s = ChainState.build(
+        HOURLY,
+        [("20250801", "0"), ("20250801", "1")],
+        [],
+        {"dt": "string", "hour": "int"},
+    )
+    r = renderer(HOURLY, ["id", "v", "dt", "hour"], {"id": "int", "v": "string", "hour": "int"})
+    plan = plan_history(s, {"dt": "20250801", "hour": "0"}, "dt=20250801,hour=1", every_day=False)
+    assert plan.full == ((),) and plan.candidates == ()
+    text = flat(sql.changes(r, plan, {}))
+    assert "'20250801' AS `dt`, CAST('1' AS int) AS `hour`" in text
+    assert "FROM s.t__snapshot WHERE (`dt` = '20250801' AND `hour` = CAST('1' AS int))" in text
+
+
+def test_history_numbers_versions_over_each_days_state():
+    r = renderer()
+    plan = plan_history(state(), {"dt": "20250802"}, {"dt": "20250805"})
+    text = flat(sql.history(r, plan, {}))
+    for i in range(4):
+        assert f"{i} AS __ct_i FROM" in text
+    window = "(PARTITION BY `id`, `region` ORDER BY __ct_i)"
+    assert (
+        f"CASE WHEN lag(__ct_i) OVER {window} = __ct_i - 1 AND lag(`v`) OVER {window} <=> `v` "
+        f"AND lag(`op`) OVER {window} <=> `op` AND lag(`seq`) OVER {window} <=> `seq` "
+        "THEN 0 ELSE 1 END AS __ct_new"
+    ) in text
+    assert (
+        "CASE __ct_last WHEN 0 THEN '20250803' WHEN 1 THEN '20250804' WHEN 2 THEN '20250805' "
+        "ELSE CAST(NULL AS string) END AS `ct__to_dt`"
+    ) in text
+    assert "WHERE __ct_new = 1" in text
+    # US keys no delta touched: one version from `from`, still current
+    assert "LEFT ANTI JOIN" in text
+    assert "CAST(NULL AS string) AS `ct__to_dt` FROM" in text
+
+
+def test_history_of_hourly_chain_keys_ends_each_key():
+    s = ChainState.build(
+        HOURLY,
+        [("20250801", "0")],
+        [("20250801", "1"), ("20250801", "2")],
+        {"dt": "string", "hour": "int"},
+    )
+    r = renderer(HOURLY, ["id", "v", "dt", "hour"], {"id": "int", "v": "string", "hour": "int"})
+    text = flat(sql.history(r, plan_history(s, "dt=20250801,hour=0", "dt=20250801,hour=2"), {}))
+    assert "CASE __ct_last WHEN 0 THEN '20250801' WHEN 1 THEN '20250801' ELSE" in text
+    assert (
+        "CASE __ct_last WHEN 0 THEN CAST('1' AS int) WHEN 1 THEN CAST('2' AS int) "
+        "ELSE CAST(NULL AS int) END AS `ct__to_hour`"
+    ) in text
+    assert "SELECT DISTINCT `id` FROM s.t__delta" in text
