@@ -8,6 +8,7 @@ import pytest
 from test_view_layout import GROUPED, HOURLY  # region + dt; dt + hour
 
 from dbt.adapters.chaintable.base.partitions import ChainPlanError
+from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.history import sql
 from dbt.adapters.chaintable.history.plan import plan_history
@@ -183,3 +184,21 @@ def test_history_of_hourly_chain_keys_ends_each_key():
         "ELSE CAST(NULL AS int) END AS `ct__to_hour`"
     ) in text
     assert "SELECT DISTINCT `id` FROM s.t__delta" in text
+
+
+def test_the_facade_reads_the_catalog_only_and_serves_days_from_the_cumulative_delta():
+    from tests.unit.test_group_statements import daily_runs
+
+    (conns, adapter, rel), _ = daily_runs(2, runs=2)  # deltas 02..06, C built for 05 and 06
+    conns.statements.clear()
+    text = flat(adapter.chain_changes_sql(rel, {"dt": "20250104"}, "dt=20250106"))
+    assert all(s.lstrip().startswith(("SHOW", "DESCRIBE")) for s in conns.statements)
+    assert "FROM s.t__cumulative WHERE" in text  # day 06 is served
+    assert "SELECT DISTINCT `id`, `region` FROM s.t__delta WHERE" in text
+    history = flat(adapter.chain_history_sql(rel, "dt=20250104", {"dt": "20250106"}))
+    assert "WHEN 0 THEN '20250105' WHEN 1 THEN '20250106' ELSE" in history
+    with pytest.raises(ChainPlanError, match=r"chain_history s.t: to day dt=20250107 is not a"):
+        adapter.chain_history_sql(rel, "dt=20250104", "dt=20250107")
+    other = adapter.Relation.create(schema="s", identifier="src", type="view")
+    with pytest.raises(ChainConfigError, match=re.escape("'s.src' is not a chain table")):
+        adapter.chain_changes_sql(other, "dt=20250104", "dt=20250106")
