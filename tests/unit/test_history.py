@@ -147,26 +147,59 @@ def test_changes_without_any_delta_in_the_range_read_no_state_of_incremental_gro
     assert "FROM s.t__snapshot WHERE (`dt` = '20250801' AND `hour` = CAST('1' AS int))" in text
 
 
-def test_history_numbers_versions_over_each_days_state():
-    r = renderer()
+def test_history_reads_each_segment_in_full_on_its_first_day_and_touched_keys_after():
     plan = plan_history(state(), {"dt": "20250802"}, {"dt": "20250805"})
-    text = flat(sql.history(r, plan, {}))
+    # CN reads from snapshot 01 on days 02-03 and from snapshot 04 on 04-05; US from 01 on all
+    assert [(s.group, s.start, s.end, s.candidates) for s in plan.segments] == [
+        (("CN",), 0, 1, (("CN", "20250803"),)),
+        (("CN",), 2, 3, (("CN", "20250805"),)),
+        (("US",), 0, 3, (("US", "20250803"), ("US", "20250804"), ("US", "20250805"))),
+    ]
+    text = flat(sql.history(renderer(), plan, {}))
     for i in range(4):
         assert f"{i} AS __ct_i FROM" in text
+    # a segment's first day: every key, held to the segment's end unless a delta touches it
+    touched = (
+        "LEFT OUTER JOIN (SELECT DISTINCT `id`, `region`, true AS __ct_touched FROM s.t__delta"
+    )
+    assert text.count(touched) == 3
+    assert "CASE WHEN __hk.__ct_touched THEN 0 ELSE 1 END AS __ct_upto" in text
+    assert "CASE WHEN __hk.__ct_touched THEN 0 ELSE 3 END AS __ct_upto" in text
+    assert (
+        "CASE WHEN __hk.__ct_touched THEN 2 ELSE 3 END AS __ct_upto FROM (SELECT `id`, `v`, "
+        "`op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = "
+        "'20250804'))"
+    ) in text
+    # the other days: the touched keys only
+    assert text.count("LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM s.t__delta") == 3
     window = "(PARTITION BY `id`, `region` ORDER BY __ct_i)"
     assert (
-        f"CASE WHEN lag(__ct_i) OVER {window} = __ct_i - 1 AND lag(`v`) OVER {window} <=> `v` "
+        f"CASE WHEN lag(__ct_upto) OVER {window} = __ct_i - 1 AND lag(`v`) OVER {window} <=> `v` "
         f"AND lag(`op`) OVER {window} <=> `op` AND lag(`seq`) OVER {window} <=> `seq` "
         "THEN 0 ELSE 1 END AS __ct_new"
     ) in text
+    assert "max(__ct_upto) OVER (PARTITION BY `id`, `region`, `__ct_v`) AS __ct_last" in text
     assert (
         "CASE __ct_last WHEN 0 THEN '20250803' WHEN 1 THEN '20250804' WHEN 2 THEN '20250805' "
         "ELSE CAST(NULL AS string) END AS `ct__to_dt`"
     ) in text
-    assert "WHERE __ct_new = 1" in text
-    # US keys no delta touched: one version from `from`, still current
-    assert "LEFT ANTI JOIN" in text
-    assert "CAST(NULL AS string) AS `ct__to_dt` FROM" in text
+    assert text.endswith("WHERE __ct_new = 1")
+
+
+def test_a_day_a_group_has_no_partition_at_ends_its_segment():
+    s = ChainState.build(
+        GROUPED,
+        [("CN", "20250801")],
+        [("CN", "20250802"), ("CN", "20250803"), ("US", "20250801"), ("US", "20250803")],
+        {"dt": "string"},
+    )
+    plan = plan_history(s, {"dt": "20250801"}, {"dt": "20250803"})
+    assert [(s.group, s.start, s.end) for s in plan.segments] == [
+        (("CN",), 0, 2),
+        (("US",), 0, 0),
+        (("US",), 2, 2),
+    ]
+    assert plan.incremental == (("CN",),) and plan.full == (("US",),)
 
 
 def test_history_of_hourly_chain_keys_ends_each_key():

@@ -1,13 +1,15 @@
 """Pure planning of the history macros (SPEC §8, docs/design.md#history-by-business-day):
 which days a range covers, how each group's days are read, and which keys can have changed.
 
-A group is *incremental* over a range when every day of the range reads from the same base
-(the snapshot partition its read starts from: the day itself when it is stored, else its
-anchor; or no snapshot at all): then its state on a day differs from its state on `from` only
-for keys with a delta row in (from, day], since a key's merge sees the same rows otherwise
-(docs/design.md#read-rules, rules 2-3; the merge is per key). Any other group (a snapshot
-partition inside the range, from a compaction or a full write; a group without a partition on
-one of the days; a group that starts inside the range) is read in full on each day.
+A group's days split into segments: runs of consecutive days of the range that read from the
+same base (the snapshot partition a read starts from: the day itself when it is stored, else
+its anchor; or no snapshot at all). Within a segment a group's state on a day differs from its
+state on the segment's first day only for keys with a delta row in (first day, day], since a
+key's merge sees the same rows otherwise (docs/design.md#read-rules, rules 2-3; the merge is
+per key). A new segment starts with a snapshot partition inside the range (a compaction or a
+full write) and after a day the group has no partition at (no rows that day, rule 4). A group
+whose one segment spans the range is *incremental*; chain_changes compares the other groups'
+two days in full.
 """
 
 from __future__ import annotations
@@ -26,19 +28,46 @@ from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 
 
 @dataclass(frozen=True)
+class Segment:
+    """Days start..end (indexes into HistoryPlan.days, both included) on which a group reads
+    from one base: its state on a later day of the segment differs from its state on `start`
+    only for the keys of `candidates`, its delta partitions (group + chain) in (start, end]."""
+
+    group: Values
+    start: int
+    end: int
+    candidates: tuple[Values, ...]
+
+
+@dataclass(frozen=True)
 class HistoryPlan:
     """How a range [from, to] of a chain is read.
 
     days: the chain values of the range a selected group has a partition at, in chain order
     (the first is `from`, the last `to`). reads[i]: the read plans of days[i], one per group
-    that has that day. incremental: the groups read through `candidates` (the delta
-    partitions in (from, to] whose keys may have changed); full: the groups read in full."""
+    that has that day. segments: each group's runs of days with one base, in order (a day the
+    group has no partition at is in none). incremental: the groups whose one segment spans
+    the range, read through `candidates` (their delta partitions in (from, to]); full: the
+    others, whose days chain_changes compares in full."""
 
     days: tuple[Values, ...]
     reads: tuple[tuple[ReadPlan, ...], ...]
-    incremental: tuple[Values, ...]
-    full: tuple[Values, ...]
-    candidates: tuple[Values, ...]
+    segments: tuple[Segment, ...]
+
+    @property
+    def incremental(self) -> tuple[Values, ...]:
+        last = len(self.days) - 1
+        return tuple(s.group for s in self.segments if s.start == 0 and s.end == last)
+
+    @property
+    def full(self) -> tuple[Values, ...]:
+        inc = set(self.incremental)
+        return tuple(sorted({s.group for s in self.segments} - inc))
+
+    @property
+    def candidates(self) -> tuple[Values, ...]:
+        inc = set(self.incremental)
+        return tuple(c for s in self.segments if s.group in inc for c in s.candidates)
 
     def of_groups(self, i: int, groups: Sequence[Values]) -> list[ReadPlan]:
         """Day i's read plans of `groups`."""
@@ -46,11 +75,9 @@ class HistoryPlan:
         return [p for p in self.reads[i] if p.group in wanted]
 
 
-def _base(plan: ReadPlan | None) -> tuple[bool, Values | None]:
-    """(read at all, the snapshot partition the read starts from)."""
-    if plan is None:
-        return False, None
-    return True, plan.chain if plan.from_snapshot else plan.anchor
+def _base(plan: ReadPlan) -> Values | None:
+    """The snapshot partition a read starts from (None: none, rule 3)."""
+    return plan.chain if plan.from_snapshot else plan.anchor
 
 
 def _day(state: ChainState, day: Any, what: str) -> tuple[Values, list[Values]]:
@@ -104,12 +131,8 @@ def plan_history(
     reads = tuple(
         tuple(p for p in (state.plan_read(g, d) for g in groups) if p is not None) for d in days
     )
-    incremental, full = _split(groups, days, reads)
-    deltas = state.delta_chains()
-    candidates = tuple(
-        g + c for g in incremental for c in deltas.get(g, []) if key(start) < key(c) <= key(end)
-    )
-    return HistoryPlan(tuple(days), reads, tuple(incremental), tuple(full), candidates)
+    segments = _segments(state, groups, days, reads)
+    return HistoryPlan(tuple(days), reads, tuple(segments))
 
 
 def _days_between(
@@ -124,17 +147,33 @@ def _days_between(
     return sorted(found, key=key)
 
 
-def _split(
-    groups: Sequence[Values], days: Sequence[Values], reads: Sequence[Sequence[ReadPlan]]
-) -> tuple[list[Values], list[Values]]:
+def _segments(
+    state: ChainState,
+    groups: Sequence[Values],
+    days: Sequence[Values],
+    reads: Sequence[Sequence[ReadPlan]],
+) -> list[Segment]:
     by_day = [{p.group: p for p in plans} for plans in reads]
-    incremental: list[Values] = []
-    full: list[Values] = []
+    deltas, key = state.delta_chains(), state.sort_key
+    out = []
     for g in groups:
-        bases = {_base(plans.get(g)) for plans in by_day}
-        only = next(iter(bases))
-        (incremental if len(bases) == 1 and only[0] else full).append(g)
-    return incremental, full
+        runs: list[list[int]] = []  # [start, end] of each run of days with one base
+        bases: list[Values | None] = []
+        for i, plans in enumerate(by_day):
+            plan = plans.get(g)
+            if plan is None:
+                continue
+            base = _base(plan)
+            if runs and runs[-1][1] == i - 1 and bases[-1] == base:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i])
+                bases.append(base)
+        for start, end in runs:
+            lo, hi = key(days[start]), key(days[end])
+            cands = tuple(g + c for c in deltas.get(g, []) if lo < key(c) <= hi)
+            out.append(Segment(g, start, end, cands))
+    return out
 
 
 def _name(state: ChainState, chain: Values) -> str:

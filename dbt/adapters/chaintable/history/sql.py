@@ -2,10 +2,10 @@
 
 Every state read here is the chain's own read of a day (Renderer.partition_read, the
 cumulative delta where it serves the day), so each engine, row kind, sequence group and group
-partition counts as it does in chain_read. An incremental group's days are read for the
-candidate keys only (a semi join on the merge keys, which Spark pushes below the merge's
-windows and aggregates, partitioned by those keys, and into the union of a served read); a
-full group's days are read whole (history/plan.py says which is which).
+partition counts as it does in chain_read. A read restricted to the keys a delta touched is a
+semi join on the merge keys, which Spark can push through the relabelling projection, the union
+of a served read and the merge's windows and aggregates (partitioned by those keys). Which
+groups and days are read whole is history/plan.py's decision.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import cols_sql, q, string
-from dbt.adapters.chaintable.history.plan import HistoryPlan
+from dbt.adapters.chaintable.history.plan import HistoryPlan, Segment
 from dbt.adapters.chaintable.read.render import Renderer
 
 CHANGE = "ct__change"  # insert | update | delete
@@ -25,6 +25,8 @@ DAY = "__ct_i"  # index of a day in the plan's days
 NEW = "__ct_new"  # a row starts a version
 VERSION = "__ct_v"
 LAST = "__ct_last"  # the last day index of a version
+UPTO = "__ct_upto"  # the last day index a row is known to be the state on
+TOUCHED = "__ct_touched"  # a key a delta of the segment has
 
 
 def _keys(r: Renderer) -> list[str]:
@@ -45,12 +47,15 @@ def _same(columns: Sequence[str], left: str, right: str) -> str:
     return " AND ".join(f"{left}{q(c)} <=> {right}{q(c)}" for c in columns) or "true"
 
 
+def _keys_sql(r: Renderer, parts: Sequence[Values], extra: str = "") -> str:
+    """The distinct merge keys of delta partitions `parts` (with `extra` columns)."""
+    cols = [c for c in (cols_sql(_keys(r)), extra) if c] or ["1 AS __ct_one"]
+    return f"SELECT DISTINCT {', '.join(cols)} FROM {r.delta} WHERE {r.partitions_predicate(parts)}"
+
+
 def candidate_keys(r: Renderer, plan: HistoryPlan) -> str | None:
     """The merge keys of the delta rows in (from, to] of the incremental groups."""
-    if not plan.candidates:
-        return None
-    keys = cols_sql(_keys(r)) or "1 AS __ct_one"
-    return f"SELECT DISTINCT {keys} FROM {r.delta} WHERE {r.partitions_predicate(plan.candidates)}"
+    return _keys_sql(r, plan.candidates) if plan.candidates else None
 
 
 def _join(read: str, keys_sql: str, kind: str, keys: Sequence[str]) -> str:
@@ -109,15 +114,34 @@ def changes(r: Renderer, plan: HistoryPlan, serving: Mapping[Values, str]) -> st
 
 # ---- chain_history ----------------------------------------------------------------------------
 def history(r: Renderer, plan: HistoryPlan, serving: Mapping[Values, str]) -> str:
-    """Every version of every key over the plan's days (SPEC §8): the versions of the keys that
-    may change (candidates of incremental groups, every key of full groups) from their state on
-    each day, and the keys of incremental groups no delta touched as one version from `from`."""
-    keys_sql = candidate_keys(r, plan)
-    parts = [_versions(r, plan, serving, keys_sql)]
-    untouched = _untouched(r, plan, serving, keys_sql)
-    if untouched:
-        parts.append(untouched)
-    return "\nUNION ALL\n".join(parts)
+    """Every version of every key over the plan's days (SPEC §8). Each group's segment (days
+    with one base) is read in full on its first day, and on its other days for the keys its
+    deltas touched only. Every row carries the last day it is known to hold for (`__ct_upto`):
+    its own day, or for a key no delta of the segment touched, the segment's last day. Per key
+    in day order, a row continues the version before it when that one held up to the day
+    before with the same values; the version's last day is its rows' highest `__ct_upto`."""
+    days = [_day_rows(r, plan, i, serving) for i in range(len(plan.days))]
+    stacked = "\nUNION ALL\n".join(
+        f"SELECT *, {i} AS {DAY} FROM ({d}) __h{i}" for i, d in enumerate(days) if d
+    )
+    keys = _keys(r)
+    by = f"PARTITION BY {cols_sql(keys)} " if keys else ""
+    window = f"({by}ORDER BY {DAY})"
+    same_as_before = " AND ".join(
+        [f"lag({UPTO}) OVER {window} = {DAY} - 1"]
+        + [f"lag({q(c)}) OVER {window} <=> {q(c)}" for c in _values(r)]
+    )
+    marked = f"SELECT *, CASE WHEN {same_as_before} THEN 0 ELSE 1 END AS {NEW} FROM ({stacked}) __a"
+    numbered = (
+        f"SELECT *, sum({NEW}) OVER ({by}ORDER BY {DAY} "
+        f"ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS {VERSION} FROM ({marked}) __b"
+    )
+    by_version = f"PARTITION BY {cols_sql([*keys, VERSION])}"
+    spans = f"SELECT *, max({UPTO}) OVER ({by_version}) AS {LAST} FROM ({numbered}) __c"
+    return (
+        f"SELECT {cols_sql(r.columns)}, {', '.join(_ends(r, plan, LAST))}\n"
+        f"FROM ({spans}) __v WHERE {NEW} = 1"
+    )
 
 
 def _ends(r: Renderer, plan: HistoryPlan, last: str) -> list[str]:
@@ -132,43 +156,31 @@ def _ends(r: Renderer, plan: HistoryPlan, last: str) -> list[str]:
     return out
 
 
-def _versions(
-    r: Renderer, plan: HistoryPlan, serving: Mapping[Values, str], keys_sql: str | None
-) -> str:
-    days = "\nUNION ALL\n".join(
-        f"SELECT *, {i} AS {DAY} FROM ({day_state(r, plan, i, serving, keys_sql)}) __h{i}"
-        for i in range(len(plan.days))
-    )
-    keys = _keys(r)
-    by = f"PARTITION BY {cols_sql(keys)} " if keys else ""
-    window = f"({by}ORDER BY {DAY})"
-    same_as_before = " AND ".join(
-        [f"lag({DAY}) OVER {window} = {DAY} - 1"]
-        + [f"lag({q(c)}) OVER {window} <=> {q(c)}" for c in _values(r)]
-    )
-    marked = f"SELECT *, CASE WHEN {same_as_before} THEN 0 ELSE 1 END AS {NEW} FROM ({days}) __a"
-    numbered = (
-        f"SELECT *, sum({NEW}) OVER ({by}ORDER BY {DAY} "
-        f"ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS {VERSION} FROM ({marked}) __b"
-    )
-    by_version = f"PARTITION BY {cols_sql([*keys, VERSION])}"
-    spans = f"SELECT *, max({DAY}) OVER ({by_version}) AS {LAST} FROM ({numbered}) __c"
-    return (
-        f"SELECT {cols_sql(r.columns)}, {', '.join(_ends(r, plan, LAST))}\n"
-        f"FROM ({spans}) __v WHERE {NEW} = 1"
-    )
-
-
-def _untouched(
-    r: Renderer, plan: HistoryPlan, serving: Mapping[Values, str], keys_sql: str | None
-) -> str | None:
-    inc = plan.of_groups(0, plan.incremental)
-    if not inc:
-        return None
-    read = r.partition_read(inc, serving)
-    if keys_sql is not None:
-        read = _join(read, keys_sql, "ANTI", _keys(r))
-    nulls = ", ".join(
-        f"CAST(NULL AS {r.type_of(c)}) AS {q(TO_PREFIX + c)}" for c in r.opts.chain_keys
-    )
-    return f"SELECT {cols_sql(r.columns)}, {nulls} FROM ({read}) __u"
+def _day_rows(r: Renderer, plan: HistoryPlan, i: int, serving: Mapping[Values, str]) -> str:
+    """The rows day i contributes, each with its `__ct_upto`: the full state of the groups
+    whose segment starts that day (one part per segment end), and the touched keys of the
+    groups inside a segment; "" when there are none."""
+    parts = []
+    starting: dict[int, list[Segment]] = {}
+    for seg in plan.segments:
+        if seg.start == i:
+            starting.setdefault(seg.end, []).append(seg)
+    for end, segs in sorted(starting.items()):
+        read = r.partition_read(plan.of_groups(i, [s.group for s in segs]), serving)
+        cands = [c for s in segs for c in s.candidates]
+        if end == i or not cands:
+            parts.append(f"SELECT *, {end} AS {UPTO} FROM ({read}) __hs")
+            continue
+        flagged = _keys_sql(r, cands, f"true AS {TOUCHED}")
+        parts.append(
+            f"SELECT __hs.*, CASE WHEN __hk.{TOUCHED} THEN {i} ELSE {end} END AS {UPTO} "
+            f"FROM ({read}) __hs LEFT OUTER JOIN ({flagged}) __hk "
+            f"ON {_on(_keys(r), '__hs', '__hk')}"
+        )
+    inside = [s for s in plan.segments if s.start < i <= s.end and s.candidates]
+    if inside:
+        read = r.partition_read(plan.of_groups(i, [s.group for s in inside]), serving)
+        cands = [c for s in inside for c in s.candidates]
+        touched = _join(read, _keys_sql(r, cands), "SEMI", _keys(r))
+        parts.append(f"SELECT *, {i} AS {UPTO} FROM ({touched}) __ht")
+    return "\nUNION ALL\n".join(parts)
