@@ -235,3 +235,118 @@ def test_the_facade_reads_the_catalog_only_and_serves_days_from_the_cumulative_d
     other = adapter.Relation.create(schema="s", identifier="src", type="view")
     with pytest.raises(ChainConfigError, match=re.escape("'s.src' is not a chain table")):
         adapter.chain_changes_sql(other, "dt=20250104", "dt=20250106")
+
+
+# ---- the plan's reasoning against brute force, on random chains --------------------------------
+def _random_chain(rng):
+    """Groups CN and US over days 01..08: random snapshot partitions (full writes of any
+    content) and deltas (rows of keys 1..6: a value or None, a delete), as the catalog and
+    the rows of each partition."""
+    days = [f"202508{d:02d}" for d in range(1, 9)]
+    snaps, deltas, rows = [], [], {}
+    for g in ("CN", "US"):
+        for i, d in enumerate(days):
+            if i == 0 or rng.random() < 0.2:
+                snaps.append((g, d))
+                rows[("snapshot", g, d)] = {
+                    k: f"s{d}{k}" for k in range(1, 7) if rng.random() < 0.6
+                }
+            if i > 0 and rng.random() < 0.85:
+                deltas.append((g, d))
+                rows[("delta", g, d)] = {
+                    k: rng.choice([None, f"d{d}{k}", "same"]) for k in rng.sample(range(1, 7), 2)
+                }
+    return ChainState.build(GROUPED, snaps, deltas, {"dt": "string"}), rows, days
+
+
+def _state_of(plan, rows):
+    """A day's full state by the read rules, the merge being 'the last row wins, None deletes'."""
+    if plan is None:
+        return {}
+    if plan.from_snapshot:
+        return dict(rows[("snapshot", *plan.group, *plan.chain)])
+    out = dict(rows[("snapshot", *plan.group, *plan.anchor)]) if plan.anchor else {}
+    for d in plan.deltas:
+        for k, v in rows[("delta", *plan.group, *d)].items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = v
+    return out
+
+
+def _versions(states):
+    out = set()
+    for key in {k for s in states for k in s}:
+        current, since = None, None
+        for i, s in enumerate(states):
+            if s.get(key) != current:
+                if current is not None:
+                    out.add((key, current, since, i))
+                current, since = s.get(key), i
+        if current is not None:
+            out.add((key, current, since, None))
+    return out
+
+
+def _planned_versions(plan, state_on, rows):
+    """What history/sql.py computes from the plan's reads: per day the rows of each segment's
+    first day (held to the segment's end unless touched) and the touched keys of the others."""
+    n = len(plan.days) - 1
+    stacked = {}  # (group, key) -> [(day, upto, value)]
+    for seg in plan.segments:
+        touched = {(seg.group, k) for c in seg.candidates for k in rows[("delta", *c)]}
+        for i in range(seg.start, seg.end + 1):
+            for k, v in state_on(seg.group, i).items():
+                key = (seg.group, k)
+                if i == seg.start:
+                    upto = i if key in touched else seg.end
+                elif key in touched:
+                    upto = i
+                else:
+                    continue
+                stacked.setdefault(key, []).append((i, upto, v))
+    out = set()
+    for key, rs in stacked.items():
+        rs.sort()
+        starts = [
+            j
+            for j, r in enumerate(rs)
+            if j == 0 or not (rs[j - 1][1] == r[0] - 1 and rs[j - 1][2] == r[2])
+        ]
+        for a, b in zip(starts, [*starts[1:], len(rs)], strict=True):
+            last = max(r[1] for r in rs[a:b])
+            out.add((key, rs[a][2], rs[a][0], None if last == n else last + 1))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_versions_and_changes_from_the_plans_reads_equal_brute_force(seed):
+    import random
+
+    rng = random.Random(seed)
+    s, rows, all_days = _random_chain(rng)
+    days = sorted({p[1] for p in s.snapshots | s.deltas})
+    start, end = sorted(rng.sample(range(len(days)), 2))
+    plan = plan_history(s, {"dt": days[start]}, {"dt": days[end]})
+    by_day = [{p.group: p for p in plans} for plans in plan.reads]
+
+    def state_on(group, i):
+        return _state_of(by_day[i].get(group), rows)
+
+    brute = {
+        ((g, k), v, a, b)
+        for g in (("CN",), ("US",))
+        for (k, v, a, b) in _versions([state_on(g, i) for i in range(len(plan.days))])
+    }
+    assert _planned_versions(plan, state_on, rows) == brute
+
+    changes = plan_history(s, {"dt": days[start]}, {"dt": days[end]}, every_day=False)
+    first = {p.group: p for p in changes.reads[0]}
+    last = {p.group: p for p in changes.reads[1]}
+    touched = {(c[:1], k) for c in changes.candidates for k in rows[("delta", *c)]}
+    for g in (("CN",), ("US",)):
+        before, after = _state_of(first.get(g), rows), _state_of(last.get(g), rows)
+        diff = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+        if g in changes.incremental:
+            assert {k for k in diff if (g, k) not in touched} == set()
