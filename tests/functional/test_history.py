@@ -5,8 +5,9 @@ for deduplicate (sequence field and row kinds), partial-update (sequence groups)
 each over groups CN and US (a snapshot on day 1, compacted inline on day 4) and EU (delta-only
 from day 4, never compacted). The ranges cover groups read for their changed keys only, groups
 read in full (a compaction inside the range, a group that starts inside it), a day that is a
-snapshot, both forms of a day and a group filter. One project, one dbt run a day: the readers
-and the models that must fail run with the last day."""
+snapshot, both forms of a day and a group filter. A fourth chain expires its days before the
+day 4 compaction, so that a day before it is refused. One project, one dbt run a day: the
+readers and the models that must fail run with the last day."""
 
 from __future__ import annotations
 
@@ -139,7 +140,19 @@ FAILING = {
         f"select * from {{{{ chain_history(target.schema ~ '.src_dd', 'dt={D[0]}', 'dt={D[1]}') }}}}",
         "src_dd' is not a chain table",
     ),
+    "expired": (
+        f"select * from {{{{ chain_changes(ref('ex'), 'dt={D[1]}', 'dt={D[4]}') }}}}",
+        "from day dt=20250802 of region=CN was expired: its oldest readable day is dt=20250804",
+    ),
 }
+# dd again, expiring at the end of each run (no check interval; the 2025 days are older than
+# 30 days): once day 4 is compacted, CN's and US's days 1-3 go
+EXPIRING = (
+    f"{{{{ config({CONFIG}, {MODELS['dd'][0]}, partition_timestamp_pattern='$dt', "
+    "partition_timestamp_formatter='yyyyMMdd', partition_expiration_time='30 d') }}\n"
+    "select id, v, seq, op, region, dt from {{ target.schema }}.src_dd "
+    "where dt = '{{ var(\"dt\") }}'\n"
+)
 
 
 def norm(v: Any) -> Any:
@@ -213,10 +226,12 @@ def test_changes_and_history_equal_diffs_and_versions_of_the_days_full_states(pr
         )
         p.model(f"{name}_changes", reader(name, "chain_changes", CHANGES, cols))
         p.model(f"{name}_history", reader(name, "chain_history", HISTORY, cols))
+    p.model("ex", EXPIRING)
     for name, (sql, _) in FAILING.items():
         p.model(name, sql)
     for d in D[:-1]:
-        p.dbt("run", "--select", *MODELS, vars={"dt": d})
+        p.dbt("run", "--select", *MODELS, "ex", vars={"dt": d})
+    assert p.partitions("ex__snapshot") == [f"region=CN/dt={D[3]}", f"region=US/dt={D[3]}"]
     res = p.dbt("run", vars={"dt": D[-1]}, expect_ok=False)
     results = {r.node.name: r for r in res.result.results}
     text = p.log_text()

@@ -325,7 +325,7 @@ def test_versions_and_changes_from_the_plans_reads_equal_brute_force(seed):
     import random
 
     rng = random.Random(seed)
-    s, rows, all_days = _random_chain(rng)
+    s, rows, _ = _random_chain(rng)
     days = sorted({p[1] for p in s.snapshots | s.deltas})
     start, end = sorted(rng.sample(range(len(days)), 2))
     plan = plan_history(s, {"dt": days[start]}, {"dt": days[end]})
