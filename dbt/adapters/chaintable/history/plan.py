@@ -183,4 +183,5 @@ def _name(state: ChainState, chain: Values) -> str:
 def _of_groups(state: ChainState, groups: Sequence[Values]) -> str:
     if not state.opts.group_keys:
         return ""
-    return " for " + ", ".join(state.describe_group(g) for g in groups)
+    named = ", ".join(state.describe_group(g) for g in groups[:5])
+    return f" for {named}" + (f" and {len(groups) - 5} more groups" if len(groups) > 5 else "")
