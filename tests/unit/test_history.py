@@ -350,3 +350,44 @@ def test_versions_and_changes_from_the_plans_reads_equal_brute_force(seed):
         diff = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
         if g in changes.incremental:
             assert {k for k in diff if (g, k) not in touched} == set()
+
+
+def test_the_macros_return_the_facades_sql_as_a_subquery(monkeypatch):
+    """chain_changes and chain_history as dbt calls them (its `return` ends the macro it is in
+    with a value), on a stand-in adapter."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import jinja2
+
+    class Returned(Exception):
+        pass
+
+    def returned(value):
+        raise Returned(value)
+
+    invoke = jinja2.runtime.Macro._invoke
+
+    def invoke_returning(self, arguments, autoescape):
+        try:
+            return invoke(self, arguments, autoescape)
+        except Returned as r:
+            return r.args[0]
+
+    monkeypatch.setattr(jinja2.runtime.Macro, "_invoke", invoke_returning)
+    calls = []
+    adapter = SimpleNamespace(
+        chain_changes_sql=lambda *a: calls.append(("changes", *a)) or "SELECT 1",
+        chain_history_sql=lambda *a: calls.append(("history", *a)) or "SELECT 2",
+    )
+    path = Path(__file__).parents[2] / "dbt/include/chaintable/macros/operations"
+    env = jinja2.Environment(extensions=["jinja2.ext.do"])
+    env.globals.update({"return": returned, "adapter": adapter, "execute": True})
+    module = env.from_string((path / "chain_operations.sql").read_text()).module
+    rel = SimpleNamespace(name="rel")
+    assert module.chain_changes(rel, {"dt": "20250801"}, "dt=20250802") == "(SELECT 1)"
+    assert module.chain_history(rel, {"dt": "20250801"}, "dt=20250802") == "(SELECT 2)"
+    assert calls == [
+        ("changes", rel, {"dt": "20250801"}, "dt=20250802"),
+        ("history", rel, {"dt": "20250801"}, "dt=20250802"),
+    ]
