@@ -16,7 +16,7 @@ LAYERS = [
     {"chain", "merge"},
     {"cumulative"},
     {"read"},
-    {"view"},
+    {"view", "history"},
     {"publish"},
     {"compaction", "expiration"},
     {"operations", "run", "connections"},

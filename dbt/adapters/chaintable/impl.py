@@ -29,6 +29,7 @@ from dbt.adapters.chaintable.compaction.compactor import Compactor
 from dbt.adapters.chaintable.connections import ChainTableConnectionManager
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.expiration.expirer import Expirer
+from dbt.adapters.chaintable.history.reader import History
 from dbt.adapters.chaintable.operations.maintenance import Maintenance
 from dbt.adapters.chaintable.publish.lock import ChainLock
 from dbt.adapters.chaintable.publish.publisher import Publisher
@@ -62,6 +63,7 @@ class Chain:
             self.catalog, self.publisher, self.views, self.accumulator, self.compactor, self.expirer
         )
         self.runs = RunFlow(self.catalog, self.publisher, self.accumulator, finisher)
+        self.history = History(self.catalog)
 
 
 class ChainTableAdapter(SparkAdapter):
@@ -136,6 +138,14 @@ class ChainTableAdapter(SparkAdapter):
     @available
     def chain_read_sql(self, relation: BaseRelation, partition: Any) -> str:
         return self.chain.maintenance.read_sql(relation, partition)
+
+    @available
+    def chain_changes_sql(self, relation: BaseRelation, from_day: Any, to_day: Any) -> str:
+        return self.chain.history.changes_sql(relation, from_day, to_day)
+
+    @available
+    def chain_history_sql(self, relation: BaseRelation, from_day: Any, to_day: Any) -> str:
+        return self.chain.history.history_sql(relation, from_day, to_day)
 
     @available
     def chain_compact(

@@ -1,0 +1,259 @@
+"""History by business day (SPEC §8) through real dbt: chain_changes equals a full diff of the
+two days' states read through the view, and chain_history equals the versions that `dbt
+snapshot` would record from each day's state read through the view (computed here in Python),
+for deduplicate (sequence field and row kinds), partial-update (sequence groups) and aggregation,
+each over groups CN and US (a snapshot on day 1, compacted inline on day 4) and EU (delta-only
+from day 4, never compacted). The ranges cover groups read for their changed keys only, groups
+read in full (a compaction inside the range, a group that starts inside it), a day that is a
+snapshot, both forms of a day and a group filter. A fourth chain expires its days before the
+day 4 compaction, so that a day before it is refused. One project, one dbt run a day: the
+readers and the models that must fail run with the last day."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbt.artifacts.schemas.results import RunStatus
+
+D = [f"202508{n:02d}" for n in range(1, 6)]
+CONFIG = (
+    "materialized='chain_incremental', partition_by=['region', 'dt'], "
+    "chain_partition_keys=['dt'], primary_key=['id', 'region', 'dt'], "
+    "chain_partition={'dt': var('dt')}, chain_compaction={'max_chain_length': 3}"
+)
+# model -> (extra config, source DDL, value columns in table order: the partition columns last)
+MODELS: dict[str, tuple[str, str, list[str]]] = {
+    "dd": (
+        "sequence_field='seq', rowkind_field='op'",
+        "id int, v string, seq int, op string, region string, dt string",
+        ["id", "v", "seq", "op", "region"],
+    ),
+    "pu": (
+        "merge_engine='partial-update', sequence_groups={'g1': ['a'], 'g2': ['b']}",
+        "id int, a string, g1 int, b string, g2 int, region string, dt string",
+        ["id", "a", "g1", "b", "g2", "region"],
+    ),
+    "ag": (
+        "merge_engine='aggregation', aggregate_functions={'total': 'sum', 'hi': 'max'}",
+        "id int, total int, hi int, region string, dt string",
+        ["id", "total", "hi", "region"],
+    ),
+}
+N = None
+ROWS: dict[str, list[tuple]] = {
+    "dd": [
+        *[(i, f"a{i}", 1, "+I", "CN", D[0]) for i in range(1, 5)],
+        *[(i, f"a{i}", 1, "+I", "US", D[0]) for i in range(1, 4)],
+        # an update, a delete, a late row that loses to the anchor (written, no change)
+        (1, "b", 2, "+U", "CN", D[1]),
+        (2, N, 2, "-D", "CN", D[1]),
+        (4, "late", 0, "+U", "CN", D[1]),
+        (3, N, 2, "-D", "US", D[1]),
+        # a -U/+U pair, a new key, a deleted key back
+        (1, "b", 3, "-U", "CN", D[2]),
+        (1, "c", 3, "+U", "CN", D[2]),
+        (5, "e", 3, "+I", "CN", D[2]),
+        (2, "back", 3, "+I", "CN", D[2]),
+        (2, "u2", 3, "+U", "US", D[2]),
+        (10, "x", 3, "+I", "EU", D[3]),
+        # a key inserted and deleted the same day (absent on both days), a new group
+        (5, N, 4, "-D", "CN", D[3]),
+        (1, "u1", 4, "+U", "US", D[3]),
+        (9, "tmp", 4, "+I", "US", D[3]),
+        (9, N, 5, "-D", "US", D[3]),
+        (11, "y", 4, "+I", "EU", D[3]),
+        (3, "c3", 5, "+U", "CN", D[4]),
+        (10, N, 5, "-D", "EU", D[4]),
+        (2, "late", 1, "+U", "US", D[4]),
+    ],
+    "pu": [
+        (1, "a1", 1, "b1", 1, "CN", D[0]),
+        (2, "a2", 1, "b2", 1, "CN", D[0]),
+        (3, "a3", 1, "b3", 1, "US", D[0]),
+        (1, "a1x", 2, N, N, "CN", D[1]),
+        (3, N, N, "b3x", 2, "US", D[1]),
+        (2, "old", 0, N, N, "CN", D[2]),  # an older sequence of group g1: no change
+        (4, "a4", 1, N, N, "CN", D[2]),
+        (10, "e", 1, "f", 1, "EU", D[3]),
+        (1, N, N, "b1y", 3, "CN", D[3]),
+        (4, N, N, "b4", 1, "CN", D[3]),
+        (3, "a3z", 5, N, N, "US", D[4]),
+        (10, N, N, "f2", 2, "EU", D[4]),
+    ],
+    "ag": [
+        (1, 10, 5, "CN", D[0]),
+        (2, 20, 7, "CN", D[0]),
+        (3, 1, 1, "US", D[0]),
+        (1, 5, 3, "CN", D[1]),
+        (3, 0, 0, "US", D[1]),  # adds nothing: written, no change
+        (2, 1, 9, "CN", D[2]),
+        (10, 4, 4, "EU", D[3]),
+        (1, -5, 1, "CN", D[3]),  # back to day 1's total
+        (11, 2, 2, "EU", D[3]),
+        (10, 1, 1, "EU", D[4]),
+        (3, 2, 0, "US", D[4]),
+    ],
+}
+
+
+def day(d: str, form: str) -> str:
+    """A day as the macros take it, as Jinja: the partition dict or Paimon's string."""
+    return f"{{'dt': '{d}'}}" if form == "dict" else f"'dt={d}'"
+
+
+# label -> (from, to, Jinja of from, Jinja of to, region filter)
+CHANGES = {
+    "1-3": (D[0], D[2], day(D[0], "dict"), day(D[2], "dict"), None),
+    "2-5": (D[1], D[4], day(D[1], "str"), day(D[4], "str"), None),
+    "3-5": (D[2], D[4], day(D[2], "dict"), day(D[4], "str"), None),
+    "4-5": (D[3], D[4], day(D[3], "dict"), day(D[4], "dict"), None),
+    "1-5": (D[0], D[4], day(D[0], "dict"), day(D[4], "dict"), None),
+    "cn": (D[1], D[4], f"{{'dt': '{D[1]}', 'region': 'CN'}}", day(D[4], "dict"), "CN"),
+}
+HISTORY = {k: CHANGES[k] for k in ("1-3", "3-5", "4-5", "1-5")}
+
+
+def reader(model: str, macro: str, ranges: dict[str, tuple], cols: list[str]) -> str:
+    extra = "ct__change, ct__before" if macro == "chain_changes" else "ct__to_dt"
+    return "{{ config(materialized='table') }}\n" + "\nunion all\n".join(
+        f"select '{label}' as rng, {', '.join(cols)}, dt, {extra} "
+        f"from {{{{ {macro}(ref('{model}'), {start}, {end}) }}}} __r{i}"
+        for i, (label, (_, _, start, end, _)) in enumerate(ranges.items())
+    )
+
+
+# model -> (SQL, message its run must fail with)
+FAILING = {
+    "bad_order": (
+        f"select * from {{{{ chain_changes(ref('dd'), 'dt={D[2]}', 'dt={D[1]}') }}}}",
+        "from (dt=20250803) must be a day before to (dt=20250802)",
+    ),
+    "same_day": (
+        f"select * from {{{{ chain_history(ref('dd'), 'dt={D[2]}', 'dt={D[2]}') }}}}",
+        "must be a day before to",
+    ),
+    "unknown_day": (
+        f"select * from {{{{ chain_changes(ref('dd'), 'dt={D[0]}', 'dt=20250809') }}}}",
+        "to day dt=20250809 is not a published day of the chain",
+    ),
+    "not_chain": (
+        f"select * from {{{{ chain_history(target.schema ~ '.src_dd', 'dt={D[0]}', 'dt={D[1]}') }}}}",
+        "src_dd' is not a chain table",
+    ),
+    "expired": (
+        f"select * from {{{{ chain_changes(ref('ex'), 'dt={D[1]}', 'dt={D[4]}') }}}}",
+        "from day dt=20250802 of region=CN was expired: its oldest readable day is dt=20250804",
+    ),
+}
+# dd again, expiring at the end of each run (no check interval; the 2025 days are older than
+# 30 days): once day 4 is compacted, CN's and US's days 1-3 go
+EXPIRING = (
+    f"{{{{ config({CONFIG}, {MODELS['dd'][0]}, partition_timestamp_pattern='$dt', "
+    "partition_timestamp_formatter='yyyyMMdd', partition_expiration_time='30 d') }}\n"
+    "select id, v, seq, op, region, dt from {{ target.schema }}.src_dd "
+    "where dt = '{{ var(\"dt\") }}'\n"
+)
+
+
+def norm(v: Any) -> Any:
+    """A value as compared: a struct (a Row, a tuple) as a tuple of its values."""
+    if isinstance(v, tuple):
+        return tuple(norm(x) for x in v)
+    return v
+
+
+def ordered(rows) -> list[tuple]:
+    return sorted((norm(tuple(r)) for r in rows), key=repr)
+
+
+def states(p, model: str, cols: list[str]) -> dict[str, dict[tuple, tuple]]:
+    """{day: {(id, region): the key's values}} read through the view, one day at a time."""
+    out = {}
+    for d in D:
+        rows = p.spark.sql(f"select {', '.join(cols)} from {p.schema}.{model} where dt = '{d}'")
+        out[d] = {(r["id"], r["region"]): tuple(r) for r in rows.collect()}
+    return out
+
+
+def expected_changes(state, start: str, end: str, region: str | None) -> list[tuple]:
+    before, after, out = state[start], state[end], []
+    for key in set(before) | set(after):
+        if region is not None and key[1] != region:
+            continue
+        b, a = before.get(key), after.get(key)
+        if a == b:
+            continue
+        kind = "insert" if b is None else "delete" if a is None else "update"
+        out.append((*(a or b), end, kind, None if b is None else (*b, start)))
+    return ordered(out)
+
+
+def expected_history(state, start: str, end: str) -> list[tuple]:
+    """What `dbt snapshot` (check_cols: all) records when run on each day's state in turn:
+    a version per key and run of equal states, valid from its first day to the first day
+    it no longer was the state (None: still the state on `end`)."""
+    days = [d for d in D if start <= d <= end]
+    out = []
+    for key in {k for d in days for k in state[d]}:
+        current, since = None, None
+        for d in days:
+            now = state[d].get(key)
+            if now != current:
+                if current is not None:
+                    out.append((*current, since, d))
+                current, since = now, d
+        if current is not None:
+            out.append((*current, since, None))
+    return ordered(out)
+
+
+def by_range(p, table: str) -> dict[str, list[tuple]]:
+    out: dict[str, list] = {}
+    for r in p.spark.sql(f"select * from {p.schema}.{table}").collect():
+        out.setdefault(r[0], []).append(tuple(r)[1:])
+    return {k: ordered(v) for k, v in out.items()}
+
+
+def test_changes_and_history_equal_diffs_and_versions_of_the_days_full_states(project):
+    p = project
+    for name, (extra, ddl, cols) in MODELS.items():
+        p.table(f"src_{name}", ddl, ROWS[name])
+        p.model(
+            name,
+            f"{{{{ config({CONFIG}, {extra}) }}}}\n"
+            f"select {', '.join(cols)}, dt from {{{{ target.schema }}}}.src_{name} "
+            "where dt = '{{ var(\"dt\") }}'\n",
+        )
+        p.model(f"{name}_changes", reader(name, "chain_changes", CHANGES, cols))
+        p.model(f"{name}_history", reader(name, "chain_history", HISTORY, cols))
+    p.model("ex", EXPIRING)
+    for name, (sql, _) in FAILING.items():
+        p.model(name, sql)
+    for d in D[:-1]:
+        p.dbt("run", "--select", *MODELS, "ex", vars={"dt": d})
+    assert p.partitions("ex__snapshot") == [f"region=CN/dt={D[3]}", f"region=US/dt={D[3]}"]
+    res = p.dbt("run", vars={"dt": D[-1]}, expect_ok=False)
+    results = {r.node.name: r for r in res.result.results}
+    text = p.log_text()
+    for name, (_, message) in FAILING.items():
+        assert results[name].status == RunStatus.Error, name
+        assert message in str(results[name].message) + text, (name, results[name].message)
+    for name, (_, _, cols) in MODELS.items():
+        for table in (name, f"{name}_changes", f"{name}_history"):
+            assert results[table].status == RunStatus.Success, (table, results[table].message)
+        # day 4 was compacted for CN and US (3 deltas since the anchor), EU never (2 at most)
+        snaps = p.partitions(f"{name}__snapshot")
+        assert f"region=CN/dt={D[3]}" in snaps and f"region=US/dt={D[3]}" in snaps
+        assert not [s for s in snaps if s.startswith("region=EU")]
+        state = states(p, name, cols)
+        assert state[D[0]] and state[D[4]]
+        changes = by_range(p, f"{name}_changes")
+        for label, (start, end, _, _, region) in CHANGES.items():
+            want = expected_changes(state, start, end, region)
+            assert changes.get(label, []) == want, (name, label)
+        history = by_range(p, f"{name}_history")
+        for label, (start, end, _, _, _) in HISTORY.items():
+            assert history.get(label, []) == expected_history(state, start, end), (name, label)
+    # the cases above are not empty: each engine has changes of every kind over days 1-5
+    kinds = {r[-2] for r in by_range(p, "dd_changes")["1-5"]}
+    assert kinds == {"insert", "update", "delete"}
