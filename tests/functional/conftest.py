@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import CHILD_JVM_OPTS, Project, session_output, session_params
+from helpers import CHILD_JVM_OPTS, SHARED_CLASSES, Project, session_output, session_params
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
@@ -56,11 +56,11 @@ def spark(spark_root):
     builder = SparkSession.builder.enableHiveSupport()
     for k, v in session_params(spark_root).items():
         builder = builder.config(k, v)
-    # this process's JVM starts without the child JVMs' options (CHILD_JVM_OPTS), and they
-    # stay set for the JVMs started after it
+    # this process's JVM starts without the child JVMs' C1 options (CHILD_JVM_OPTS), and they
+    # stay set for the JVMs started after it; it maps the shared classes too
     ours = os.environ.get("SPARK_SUBMIT_OPTS") == CHILD_JVM_OPTS
     if ours:
-        del os.environ["SPARK_SUBMIT_OPTS"]
+        os.environ["SPARK_SUBMIT_OPTS"] = SHARED_CLASSES
     try:
         session = builder.getOrCreate()
     finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import textwrap
 from collections.abc import Iterable
@@ -26,7 +27,13 @@ from dbt.adapters.chaintable.read.render import Renderer
 # Measured on this suite (two workers, 2 cores): with C1 in every JVM the whole suite ran 2433 s
 # against 2325 s, while the tests of these JVMs gained (Spark Connect in session mode 171 ->
 # 112 s, the standalone cluster 150 -> 100 s, the SIGKILLed dbt process 141 -> 106 s).
-CHILD_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
+# scripts/test.sh names a class data sharing archive of a Spark driver's classes
+# (scripts/jvm_archive.py): every JVM the tests start, this process's session included, maps them
+_ARCHIVE = os.environ.get("CHAINTABLE_JVM_ARCHIVE", "")
+SHARED_CLASSES = (
+    f"-XX:SharedArchiveFile={_ARCHIVE}" if _ARCHIVE and Path(_ARCHIVE).is_file() else ""
+)
+CHILD_JVM_OPTS = f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m {SHARED_CLASSES}".strip()
 
 
 def session_params(root: Path) -> dict[str, str]:
