@@ -24,6 +24,12 @@ select id, concat(cast(id as string), '-', dt, '{{{{ var("tag", "") }}}}') as v,
 from values {rows} as s(id, dt) where dt = '{{{{ var("dt") }}}}'
 """
 D1, D2 = "20250801", "20250802"
+MAINTAIN = """
+{% macro maintain() %}
+  {% do compact_chain(model='t', partition={'dt': var('dt')}) %}
+  {% do expire_chain(model='t', now='2045-01-01 00:00:00') %}
+{% endmacro %}
+"""
 KEYS = {D1: [1, 2, 3, 4], D2: [1, 2, 5]}
 READER = """
 import json, os, sys, time
@@ -77,7 +83,10 @@ class Dbt:
             (root / "models" / f"{model}.sql").write_text(CHAIN.format(rows=rows))
         (root / "dbt_project.yml").write_text(
             "name: ms\nversion: '1.0'\nconfig-version: 2\nprofile: ms\nmodel-paths: [models]\n"
+            "macro-paths: [macros]\n"
         )
+        (root / "macros").mkdir()
+        (root / "macros" / "maintain.sql").write_text(MAINTAIN)
         metastore.write_profile(root, "ms", schema)
         self.exe = str(Path(sys.executable).parent / "dbt")
 
@@ -137,20 +146,8 @@ def test_drivers_on_one_metastore_write_one_chain_in_turn_and_readers_never_fail
         assert "locked" not in other_out
         # the loser's rerun commits
         dbt.run("run", "-s", "t", dt=D2, tag=loser)
-        dbt.run(
-            "run-operation",
-            "compact_chain",
-            "--args",
-            json.dumps({"model": "t", "partition": {"dt": D2}}),
-            dt=D2,
-        )
-        dbt.run(
-            "run-operation",
-            "expire_chain",
-            "--args",
-            json.dumps({"model": "t", "now": "2045-01-01 00:00:00"}),
-            dt=D2,
-        )
+        # a compaction, then an expiration, in one dbt process (macros/maintain.sql)
+        dbt.run("run-operation", "maintain", dt=D2)
         time.sleep(2)
     finally:
         stop.write_text("")
