@@ -204,7 +204,7 @@ def model_run(
     ]
     adapter.get_relation = lambda database, schema, identifier: rel if exists else None
     run = adapter.chain_prepare(rel, "t", config, False, False)
-    return adapter.chain_execute(run, "SELECT * FROM s.src")
+    return adapter.chain_execute(run, "SELECT * FROM s.src").message
 
 
 def test_delta_run_stages_checks_publishes_and_fills_the_day_of_a_group_without_rows():

@@ -36,7 +36,8 @@ from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.publish.recovery import Recovery
 from dbt.adapters.chaintable.run.finish import Finisher
 from dbt.adapters.chaintable.run.flow import RunFlow
-from dbt.adapters.chaintable.run.model import ChainRun
+from dbt.adapters.chaintable.run.model import ChainRun, RunResult
+from dbt.adapters.chaintable.view.docs import Docs, column_docs, with_chain_relations
 from dbt.adapters.chaintable.view.writer import ViewWriter
 
 
@@ -64,6 +65,7 @@ class Chain:
         )
         self.runs = RunFlow(self.catalog, self.publisher, self.accumulator, finisher)
         self.history = History(self.catalog)
+        self.docs = Docs(self.catalog)
 
 
 class ChainTableAdapter(SparkAdapter):
@@ -110,6 +112,8 @@ class ChainTableAdapter(SparkAdapter):
         full_refresh: bool,
         full_refresh_flag: bool,
         empty: bool = False,
+        node: Mapping[str, Any] | None = None,
+        grants_probe: str | None = None,
     ) -> ChainRun:
         return self.chain.runs.prepare(
             relation,
@@ -122,6 +126,8 @@ class ChainTableAdapter(SparkAdapter):
                 relation.database or "", schema_of(relation), name_of(relation)
             ),
             drop=self.drop_relation,
+            node=node,
+            grants_probe=grants_probe,
         )
 
     @available
@@ -131,8 +137,26 @@ class ChainTableAdapter(SparkAdapter):
         return self.chain.runs.is_incremental(relation, config, full_refresh)
 
     @available
-    def chain_execute(self, run: ChainRun, compiled_code: str) -> str:
+    def chain_execute(self, run: ChainRun, compiled_code: str) -> RunResult:
         return self.chain.runs.execute(run, compiled_code)
+
+    @available
+    def chain_persist_docs(self, run: ChainRun, node: Mapping[str, Any]) -> None:
+        self.chain.docs.persist(
+            run.settings, run.tables, str(node.get("description") or ""), column_docs(node)
+        )
+
+    def _get_one_catalog(self, information_schema, schemas, used_schemas):  # type: ignore[no-untyped-def]
+        """dbt docs generate: dbt-spark's catalog of a schema, with each chain view's relations
+        named in its entry (view/docs.py)."""
+        import agate
+        from dbt_common.clients.agate_helper import DEFAULT_TYPE_TESTER
+
+        table = super()._get_one_catalog(information_schema, schemas, used_schemas)
+        rows = with_chain_relations(
+            dict(zip(table.column_names, r, strict=True)) for r in table.rows
+        )
+        return agate.Table.from_object(rows, column_types=DEFAULT_TYPE_TESTER)
 
     # ---- operations --------------------------------------------------------------------------
     @available

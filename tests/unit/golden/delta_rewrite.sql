@@ -51,6 +51,8 @@ ALTER TABLE s.t__chain_gc DROP IF EXISTS PARTITION (`d` = 'RUN0002-0')
 ;
 DROP TABLE IF EXISTS s.t__chain_gc
 ;
+SELECT count(*) FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250105')
+;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.stale-snapshots' = '{"region=CN/dt=20250108":"region=CN/dt=20250105"}')
 ;
 CREATE TABLE s.t__cumulative (`id` int, `v` string, `op` string, `seq` bigint, `ct__mask` bigint, `region` string, `dt` string, `ct__stamp` string)

@@ -35,6 +35,8 @@ ALTER TABLE s.t__delta ADD PARTITION (`region` = 'CN', `dt` = '20250111') LOCATI
 ;
 DROP TABLE IF EXISTS s.t__chain_stage
 ;
+SELECT count(*) FROM s.t__delta WHERE (`region` IN ('CN', 'US') AND `dt` = '20250111')
+;
 CREATE TABLE s.t__cumulative (`id` int, `v` string, `op` string, `seq` bigint, `ct__mask` bigint, `region` string, `dt` string, `ct__stamp` string)
 USING parquet
 OPTIONS ('partitionOverwriteMode' = 'dynamic')

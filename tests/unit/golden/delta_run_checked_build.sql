@@ -32,6 +32,8 @@ SELECT CAST(`id` AS int) AS `id`, CAST(`v` AS string) AS `v`, CAST(`op` AS strin
 ;
 ALTER TABLE s.t__delta ADD PARTITION (`region` = 'US', `dt` = '20250106') LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0004'
 ;
+SELECT count(*) FROM s.t__delta WHERE (`region` = 'US' AND `dt` = '20250106')
+;
 ALTER TABLE s.t__cumulative ADD PARTITION (`region` = 'US', `dt` = '20250106', `ct__stamp` = 'addcf6d59cff6385') LOCATION 'file:/warehouse/s.db/t__cumulative/_chain_v/addcf6d59cff6385'
 ;
 SHOW PARTITIONS s.t__chain_map

@@ -23,6 +23,8 @@ SELECT CAST(`region` AS STRING), CAST(`dt` AS STRING), count(*), count(DISTINCT 
 ;
 ALTER TABLE s.t__delta ADD PARTITION (`region` = 'US', `dt` = '20250105') LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001'
 ;
+SELECT count(*) FROM s.t__delta WHERE (`region` = 'US' AND `dt` = '20250105')
+;
 CREATE TABLE s.t__cumulative (`id` int, `v` string, `op` string, `seq` bigint, `ct__mask` bigint, `region` string, `dt` string, `ct__stamp` string)
 USING parquet
 OPTIONS ('partitionOverwriteMode' = 'dynamic')

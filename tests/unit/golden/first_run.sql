@@ -52,6 +52,8 @@ SHOW PARTITIONS s.t__delta
 INSERT OVERWRITE TABLE s.t__snapshot PARTITION (`region`, `dt`)
 SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region`, `dt` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__chain_stage) __raw) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __src
 ;
+SELECT count(*) FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250101')
+;
 SHOW TABLES IN s LIKE 't__snapshot|t__cumulative|t__chain_map'
 ;
 SHOW TBLPROPERTIES s.t__snapshot

@@ -10,6 +10,7 @@ from typing import Any
 
 from dbt.adapters.spark.impl import SparkConfig
 
+from dbt.adapters.chaintable.base import conventions
 from dbt.adapters.chaintable.base.keys import BRANCHES, reserved_property
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Layout, parse_partition_spec
@@ -89,10 +90,16 @@ class ModelSettings:
     buckets: int | None = None
     tblproperties: Mapping[str, str] = field(default_factory=dict)
     lock_lease: dt.timedelta = DEFAULT_LEASE
+    grants: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # on the view only
+    persist_docs: tuple[bool, bool] = (False, False)  # (relation, columns)
 
     @classmethod
     def from_config(cls, model: str, config: Mapping[str, Any]) -> ModelSettings:
         config = dict(config)
+
+        def fail(msg: str) -> ChainConfigError:
+            return ChainConfigError(f"chain_incremental model '{model}': {msg}")
+
         opts = ChainOptions.from_config(model, config)
         forced = config.get("chain_branch")
         if forced is not None and forced not in BRANCHES:
@@ -114,13 +121,15 @@ class ModelSettings:
             opts=opts,
             chain_branch=forced,
             chain_partition=parse_partition_spec(chain_partition) if chain_partition else None,
-            on_schema_change=config.get("on_schema_change") or "ignore",
-            file_format=config.get("file_format") or "parquet",
+            on_schema_change=conventions.read_on_schema_change(config, fail),
+            file_format=conventions.read_file_format(config, fail),
             location_root=config.get("location_root") or None,
             clustered_by=(clustered,) if isinstance(clustered, str) else tuple(clustered),
             buckets=config.get("buckets"),
             tblproperties=tblproperties,
             lock_lease=lease_of(model, config.get("chain_lock_lease")),
+            grants=conventions.read_grants(config, fail),
+            persist_docs=conventions.read_persist_docs(config, fail),
         )
 
     @property

@@ -123,6 +123,10 @@ def unset_properties(relation: str, keys: Sequence[str]) -> str:
     return f"ALTER TABLE {relation} UNSET TBLPROPERTIES IF EXISTS ({property_keys_sql(keys)})"
 
 
+def comment_column(relation: str, column: str, comment: str) -> str:
+    return f"ALTER TABLE {relation} ALTER COLUMN {q(column)} COMMENT {string(comment)}"
+
+
 def set_view_properties(relation: str, props: Mapping[str, str]) -> str:
     return f"ALTER VIEW {relation} SET TBLPROPERTIES ({properties_sql(props)})"
 
@@ -184,6 +188,10 @@ def drop_partitions(
         return None
     specs = ", ".join(f"PARTITION ({spec_sql(columns, values)})" for values in parts)
     return f"ALTER TABLE {relation} DROP IF EXISTS {specs}"
+
+
+def count_rows(relation: str, where: str) -> str:
+    return f"SELECT count(*) FROM {relation} WHERE {where}"
 
 
 def select_all(relation: str) -> str:

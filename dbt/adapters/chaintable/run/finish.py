@@ -11,6 +11,7 @@ from dbt.adapters.events.types import AdapterEventWarning
 from dbt_common.events.functions import warn_or_error
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.partitions import Values, default_partition_directories
 from dbt.adapters.chaintable.base.runner import logger
@@ -102,6 +103,15 @@ class Finisher:
             target, tables.stage, opts.partition_by, plan.written, before, directories=known
         )
         return True
+
+    def rows_written(self, run: ChainRun, plan: WritePlan) -> int:
+        """The rows now in the partitions the run wrote: one count, which Spark answers from
+        the files' footers (parquet, orc) without reading the rows."""
+        if not plan.written:
+            return 0
+        where = Renderer.of(plan.loaded).partitions_predicate(plan.written)
+        rows = self.catalog.runner.fetch(S.count_rows(str(run.target), where))
+        return int(rows[0][0] or 0) if rows else 0
 
     def _await_cached_schemas(self, run: ChainRun, plan: WritePlan) -> None:
         """After new columns, before the view reads them: a session of a shared server that read

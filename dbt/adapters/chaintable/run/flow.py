@@ -10,8 +10,9 @@ from dataclasses import replace
 from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
+from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.chaintable.base import versions
+from dbt.adapters.chaintable.base import conventions, versions
 from dbt.adapters.chaintable.base.config import ModelSettings
 from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.progress import Stopwatch
@@ -25,7 +26,7 @@ from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.run.finish import Finisher
-from dbt.adapters.chaintable.run.model import ChainRun, invalidated_snapshots
+from dbt.adapters.chaintable.run.model import ChainRun, RunResult, invalidated_snapshots
 from dbt.adapters.chaintable.run.planner import RunPlanner
 from dbt.adapters.chaintable.run.stager import Stager
 
@@ -50,14 +51,21 @@ class RunFlow:
         empty: bool,
         existing: Callable[[], BaseRelation | None],
         drop: Callable[[BaseRelation], None],
+        node: Mapping[str, Any] | None = None,
+        grants_probe: str | None = None,
     ) -> ChainRun:
         """Validate the config and decide which branch this run writes
         (docs/design.md#branches-and-relations). `empty` is dbt's --empty: the model's refs and
         sources give no rows, so the run checks and creates the relations and writes only what
         the model still returns; it adds none of chain_partition's empty "no changes"
         partitions (they would replace the day's real deltas with nothing) and expires nothing.
-        `existing` finds what `relation` is in dbt's cache, `drop` drops it."""
+        `existing` finds what `relation` is in dbt's cache, `drop` drops it. `node`: the model
+        as dbt has it (its contract's constraints); `grants_probe`: dbt's statement that shows
+        the view's grants, when the model configures some (base/conventions.py)."""
         settings = ModelSettings.from_config(model, config)
+        conventions.check_constraints(model, settings.opts.primary_key, node)
+        if settings.grants and grants_probe:
+            self._probe_grants(model, grants_probe)
         tables = ChainTables.of(relation)
         exists = self.catalog.branches_exist(tables)
         if exists and full_refresh_flag and not full_refresh:
@@ -94,6 +102,21 @@ class RunFlow:
             view_exists=current is not None and current.is_view,
         )
 
+    def _probe_grants(self, model: str, probe: str) -> None:
+        """Refuse grants before anything is written where the server has no grant statements
+        (Spark's own catalog: README, dbt conventions); any other error (the view does not
+        exist yet) leaves them to dbt's apply_grants after the run."""
+        try:
+            self.catalog.runner.fetch(probe)
+        except DbtRuntimeError as e:
+            if conventions.grants_unsupported(str(e)):
+                raise ChainConfigError(
+                    f"chain_incremental model '{model}': grants cannot be applied: this Spark "
+                    f"has no grant statements (`{' '.join(probe.split())}` is refused: "
+                    f"{conventions.first_line(str(e))}); remove grants from the model or run "
+                    "it on a catalog with access control; nothing was written"
+                ) from None
+
     def is_incremental(
         self, relation: BaseRelation, config: Mapping[str, Any], full_refresh: bool
     ) -> bool:
@@ -102,7 +125,7 @@ class RunFlow:
         return self.catalog.branches_exist(ChainTables.of(relation))
 
     # ---- the run ----------------------------------------------------------------------------------
-    def execute(self, run: ChainRun, compiled_code: str) -> str:
+    def execute(self, run: ChainRun, compiled_code: str) -> RunResult:
         """The whole run under the table's lock: stage the model's rows, check them, publish
         them partition by partition, then invalidate, refresh the view and expire."""
         clock = Stopwatch()
@@ -146,10 +169,12 @@ class RunFlow:
                         run.tables, stage.run_id, run.opts.partition_by, plan.written, invalidated
                     )
             stage_dropped = self.finisher.write(run, stage, plan)
+            rows = self.finisher.rows_written(run, plan)
             logger.info(
                 f"'{run.model}': {len(plan.written)} partition(s) written to the {run.branch} "
                 f"branch ({clock} since the run started)"
             )
             loaded = self.finisher.finish(run, plan, stage_dropped, prebuilt)
             compacted = self.finisher.maintain(run, loaded)
-        return f"OK: {len(plan.written)} {run.branch} partition(s)" + compacted
+        message = f"OK: {len(plan.written)} {run.branch} partition(s)" + compacted
+        return RunResult(message, rows)

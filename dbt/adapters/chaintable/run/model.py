@@ -57,6 +57,15 @@ class ChainRun:
 
 
 @dataclass(frozen=True)
+class RunResult:
+    """What chain_execute tells dbt: the run's message and the rows it wrote (the rows now in
+    the partitions it wrote, empty ones included), run_results' `rows_affected`."""
+
+    message: str
+    rows_affected: int
+
+
+@dataclass(frozen=True)
 class Stage:
     """Where the model's rows were staged: on an existing chain, a fresh directory below the
     target branch (`location`), in the target's file format: an external table's, or for a run

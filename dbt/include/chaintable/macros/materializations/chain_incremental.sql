@@ -2,9 +2,13 @@
      write the day's changes to the delta branch; chain_branch forces either, on any run. The
      relation `this` becomes a view that reads the chain (full state of every partition). Python
      plans, checks, publishes and cleans up under the table's lock (adapter.chain_*); this macro
-     only calls it. --#}
+     only calls it, then applies dbt's conventions (README: dbt conventions). --#}
 {% materialization chain_incremental, adapter='chaintable', supported_languages=['sql'] %}
-  {%- set run = adapter.chain_prepare(this, model.name, model.config, should_full_refresh(), flags.FULL_REFRESH, flags.EMPTY) -%}
+  {%- set grant_config = config.get('grants') -%}
+  {#-- dbt's own statement that shows the view's grants: the run refuses grants before writing
+       anything where the server has none --#}
+  {%- set grants_probe = get_show_grant_sql(this) if grant_config else none -%}
+  {%- set run = adapter.chain_prepare(this, model.name, model.config, should_full_refresh(), flags.FULL_REFRESH, flags.EMPTY, model, grants_probe) -%}
 
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
 
@@ -13,8 +17,12 @@
     {%- do assert_columns_equivalent(compiled_code) -%}
   {%- endif -%}
 
-  {%- set message = adapter.chain_execute(run, compiled_code) -%}
-  {%- call noop_statement('main', message) -%}{{ compiled_code }}{%- endcall -%}
+  {%- set result = adapter.chain_execute(run, compiled_code) -%}
+  {%- call noop_statement('main', result.message, rows_affected=result.rows_affected) -%}{{ compiled_code }}{%- endcall -%}
+
+  {#-- readers read the view: the grants are its own (the branches get none) --#}
+  {%- do apply_grants(run.relations[0], grant_config, should_revoke(run.view_exists, full_refresh_mode=run.full_refresh)) -%}
+  {%- do adapter.chain_persist_docs(run, model) -%}
 
   {{ run_hooks(post_hooks, inside_transaction=False) }}
   {{ return({'relations': run.relations}) }}
