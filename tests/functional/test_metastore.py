@@ -128,12 +128,19 @@ def test_drivers_on_one_metastore_write_one_chain_in_turn_and_readers_never_fail
         stderr=subprocess.DEVNULL,
     )
     try:
-        # two writers of t at once: whoever takes the lock holds it 30 s after its publish
-        hold = "publish.done:sleep=30"
+        # two writers of t at once: whoever takes the lock holds it after its publish until
+        # the other one has ended (refused)
+        release = tmp_path / "release"
+        hold = f"publish.done:wait={release}"
         writers = {
             tag: dbt.start("run", "-s", "t", failpoint=hold, dt=D2, tag=tag) for tag in ("a", "b")
         }
         other = dbt.start("run", "-s", "u", dt=D2, tag="u")  # another chain of the schema
+        deadline = time.monotonic() + 600
+        while all(w.poll() is None for w in writers.values()):
+            assert time.monotonic() < deadline, "neither writer of t ended"
+            time.sleep(0.5)
+        release.write_text("")
         outputs = {tag: w.communicate(timeout=600)[0] for tag, w in writers.items()}
         other_out = other.communicate(timeout=600)[0]
         codes = {tag: w.returncode for tag, w in writers.items()}

@@ -161,7 +161,8 @@ def test_two_dbt_processes_writing_one_chain_on_a_shared_server(thrift_server, t
             p.dbt("run", "--select", "t", vars={"dt": d})
         before = day_rows("20250802")
 
-        first = start("20250803", "run.staged:sleep=40")
+        release = tmp_path / "release"
+        first = start("20250803", f"run.staged:wait={release}")
         deadline = time.monotonic() + 120
         while not locked():
             assert first.poll() is None and time.monotonic() < deadline, "no lock taken"
@@ -174,6 +175,7 @@ def test_two_dbt_processes_writing_one_chain_on_a_shared_server(thrift_server, t
             and "so this run of model 't' did not start and wrote nothing" in out2
         ), out2[-3000:]
         assert first.poll() is None  # refused while the first was still writing
+        release.write_text("")
         out1, _ = first.communicate(timeout=300)
         assert first.returncode == 0, out1[-3000:]
         assert day_rows("20250802") == before

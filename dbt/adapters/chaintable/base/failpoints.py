@@ -17,8 +17,9 @@ def failpoint(name: str) -> None:
     """`CHAINTABLE_FAILPOINT=<name>[:kill|:error|:sleep=<s>]` stops the process at a named step
     of an operation: `kill` sends SIGKILL to the process (a real crash, for subprocess tests),
     `error` raises the error a failed statement raises (the caller's error handling runs),
-    `sleep=<s>` holds the step for s seconds and goes on (a slow writer, for lock tests);
-    otherwise it raises SimulatedCrash (for in-process tests). Unset in production: one dict
+    `sleep=<s>` holds the step for s seconds and goes on (a slow writer, for lock tests),
+    `wait=<path>` holds it until the test creates that file (at most ten minutes), so a lock test
+    holds a writer exactly as long as it needs; otherwise it raises SimulatedCrash (for in-process tests). Unset in production: one dict
     lookup."""
     wanted = os.environ.get("CHAINTABLE_FAILPOINT")
     if not wanted:
@@ -35,6 +36,17 @@ def failpoint(name: str) -> None:
 
         time.sleep(float(how.split("=", 1)[1]))
         return
+    if how.startswith("wait="):
+        _wait_for(how.split("=", 1)[1])
+        return
     if how == "error":
         raise DbtRuntimeError(f"failpoint {name}: a statement failed")
     raise SimulatedCrash(f"failpoint {name}")
+
+
+def _wait_for(path: str, timeout: float = 600.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.2)
