@@ -6,6 +6,7 @@ Server, and in dbt processes on a Hive metastore service."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -144,8 +145,27 @@ def run_and_compare(
 
 @pytest.fixture(scope="module")
 def reference(spark, spark_root, tmp_path_factory) -> dict[str, dict[str, list]]:
-    """Every day of DAYS run with --threads 1 in this process's session: {day: contents after
-    it}, what every run with --threads 4 below must read as, here or on a server."""
+    """Every day of DAYS run with --threads 1 in a session: {day: contents after it}, what every
+    run with --threads 4 below must read as, here or on a server. Its tests may run on both test
+    workers (the servers' tests are grouped on one): the first to need it builds it, under a file
+    lock in the directory the workers share, and the other reads what it wrote."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this run's directory, above each worker's own
+    with open(shared / "threads-reference.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "threads-reference.json"
+        if done.exists():
+            return {
+                day: {k: [tuple(r) for r in rows] for k, rows in contents.items()}
+                for day, contents in json.loads(done.read_text()).items()
+            }
+        out = build_reference(spark, spark_root, tmp_path_factory)
+        done.write_text(json.dumps(out))
+        return out
+
+
+def build_reference(spark, spark_root, tmp_path_factory) -> dict[str, dict[str, list]]:
     p = Project(
         tmp_path_factory.mktemp("t1"),
         spark,
