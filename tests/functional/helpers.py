@@ -143,13 +143,13 @@ class Project:
         parts = sorted(
             set(self.partitions(f"{view}__snapshot")) | set(self.partitions(f"{view}__delta"))
         )
-        out = {}
-        for part in parts:
-            where = " and ".join(
+        wheres = {
+            part: " and ".join(
                 f"{kv.split('=')[0]} = '{kv.split('=')[1]}'" for kv in part.split("/")
             )
-            out[part] = self.rows(f"select {cols} from {{s}}.{view} where {where}")
-        return out
+            for part in parts
+        }
+        return reads_by_part(self, view, wheres, cols)
 
     def partitions(self, table: str) -> list[str]:
         return sorted(
@@ -294,12 +294,25 @@ def row_lines(out: str) -> list[str]:
     return [line.split("ROW ", 1)[1] for line in out.splitlines() if " ROW " in line]
 
 
+def reads_by_part(p, view, wheres: dict[str, str], cols: str) -> dict[str, list[tuple]]:
+    """{part: rows} of `view` read with each part's filter, each read its own arm of one union
+    (one Spark job for all the parts: each arm is planned and pruned as its own query is)."""
+    out: dict[str, list[tuple]] = {part: [] for part in wheres}
+    if not wheres:
+        return out
+    union = " union all ".join(
+        f"select {i} as __part, {cols} from {p.schema}.{view} where {where}"
+        for i, where in enumerate(wheres.values())
+    )
+    names = list(wheres)
+    for row in p.spark.sql(union).collect():
+        out[names[row[0]]].append(tuple(row[1:]))
+    return {part: sorted(rows) for part, rows in out.items()}
+
+
 def state(p, view, cols="id, v"):
     parts = sorted(set(p.partitions(f"{view}__snapshot")) | set(p.partitions(f"{view}__delta")))
-    return {
-        part: p.rows(f"select {cols} from {{s}}.{view} where dt = '{part.split('=')[1]}'")
-        for part in parts
-    }
+    return reads_by_part(p, view, {part: f"dt = '{part.split('=')[1]}'" for part in parts}, cols)
 
 
 def chain_reads(p, view, days, cols="id, v"):
