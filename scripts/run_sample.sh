@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sample project end to end on a fresh catalog: seed a binlog, bootstrap the ODS chain table
-# from the initial full export, run five daily change loads, compact one day, run a downstream
-# model and the dbt tests on merged days, then print chain_status and an expiration dry run.
+# from the initial full export, run five daily change loads (each also updating a downstream
+# aggregate from the day's chain_changes), compact one day, run a downstream model and the dbt
+# tests on merged days, then print chain_status and an expiration dry run.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bash "$repo/scripts/setup.sh"
@@ -15,15 +16,15 @@ step() { echo; echo "==> $*"; }
 step "seed the binlog (8 days of order changes, 3 regions)"
 dbt seed --quiet
 step "bootstrap: day 20250801 is the full export -> snapshot branch"
-dbt run --select ods_orders --vars '{dt: "20250801"}'
+dbt run --select ods_orders orders_by_status --vars '{dt: "20250801"}'
 for d in 20250802 20250803 20250804 20250805 20250806; do
-  step "daily run $d: only the day's changes -> delta branch"
-  dbt run --select ods_orders --vars "{dt: \"$d\"}"
+  step "daily run $d: only the day's changes -> delta branch; orders_by_status from chain_changes"
+  dbt run --select ods_orders orders_by_status --vars "{dt: \"$d\"}"
 done
 step "compact 20250804 into the snapshot branch (every region)"
 dbt run-operation compact_chain --args '{model: ods_orders, partition: {dt: "20250804"}}'
 step "daily run 20250807 (anchors on the compacted day)"
-dbt run --select ods_orders --vars '{dt: "20250807"}'
+dbt run --select ods_orders orders_by_status --vars '{dt: "20250807"}'
 step "downstream model and dbt tests on the merged day 20250807"
 dbt run --select daily_order_stats --vars '{dt: "20250807"}'
 dbt test --vars '{dt: "20250807"}'

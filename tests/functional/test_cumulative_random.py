@@ -7,13 +7,15 @@ partitions dropped, expiration), for both ways of building a day (ENGINES). Some
 and through chain_read, as `m` before or as `m` after the operation, and after the rerun exactly
 as `m` after it. After every step every day read through the view equals `m` row for row, and so
 does every day read through chain_read. Every kind of operation comes at least once (`plan`), in
-an order the seed draws."""
+an order the seed draws. Once the history is built, chain_changes and chain_history over random
+ranges of its days (SPEC §8) equal what the full states of those days give, on both models."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
 
+import history_expected as expected
 import pytest
 from helpers import chain_reads, reads_as, state
 
@@ -134,6 +136,56 @@ ENGINES = {
 }
 
 
+def ranges_sql(macro: str, model: str, ranges: list[tuple[str, str]], extra: str) -> str:
+    """`macro` over each range of `model`, one query, a row's range first."""
+    return " union all ".join(
+        f"select '{a}-{b}' as __range, id, v, op, seq, dt, {extra} "
+        f"from {{{{ {macro}(ref('{model}'), {{'dt': '{a}'}}, 'dt={b}') }}}} __r{i}"
+        for i, (a, b) in enumerate(ranges)
+    )
+
+
+def read_ranges(p, queries: dict[str, str], day: str) -> dict[str, dict[str, list[tuple]]]:
+    """{analysis: {range: rows}} of Jinja queries, compiled by one dbt invocation."""
+    for name, sql in queries.items():
+        p.file(f"analyses/{name}.sql", sql)
+    p.dbt("compile", "--select", *queries, vars={"dt": day})
+    out: dict[str, dict[str, list[tuple]]] = {}
+    for name in queries:
+        sql = p.root / "target" / "compiled" / "chain_test" / "analyses" / f"{name}.sql"
+        rows = out.setdefault(name, {})
+        for row in p.spark.sql(sql.read_text()).collect():
+            rows.setdefault(row[0], []).append(tuple(row)[1:])
+    return out
+
+
+def history_is_the_full_states(p, rng: random.Random, model: str) -> None:
+    """chain_changes over random pairs of published days and chain_history over a random range
+    (SPEC §8) equal a full diff of the days' states read through the view and the versions
+    `dbt snapshot` records from them (tests/functional/history_expected.py)."""
+    parts = set(p.partitions(f"{model}__snapshot")) | set(p.partitions(f"{model}__delta"))
+    days = sorted(part.split("=")[1] for part in parts)
+    pairs = sorted({tuple(sorted(rng.sample(days, 2))) for _ in range(3)})
+    start = days[rng.randrange(len(days) - 2)]
+    got = read_ranges(
+        p,
+        {
+            "range_changes": ranges_sql("chain_changes", model, pairs, "ct__change, ct__before"),
+            "range_history": ranges_sql("chain_history", model, [(start, days[-1])], "ct__to_dt"),
+        },
+        days[-1],
+    )
+    states: dict[str, dict] = {d: {} for d in days}
+    for r in p.spark.sql(f"select dt, id, v, op, seq from {p.schema}.{model}").collect():
+        states[r[0]][r[1]] = tuple(r)[1:]
+    for a, b in pairs:
+        want = expected.changes(states[a], states[b], a, b)
+        assert expected.ordered(got["range_changes"].get(f"{a}-{b}", [])) == want, (model, a, b)
+    want = expected.versions(states, [d for d in days if d >= start])
+    assert expected.ordered(got["range_history"].get(f"{start}-{days[-1]}", [])) == want, start
+    assert want and any(got["range_changes"].values()), (pairs, start)
+
+
 @pytest.mark.parametrize("seed,engine", [(7, "deduplicate"), (15, "partial-update")])
 def test_random_histories_with_crashes_read_as_merge_on_read(project, monkeypatch, seed, engine):
     p, rng = project, random.Random(seed)
@@ -181,6 +233,9 @@ def test_random_histories_with_crashes_read_as_merge_on_read(project, monkeypatc
         if op[0] == "run" and op[1]["dt"] not in written:
             written.append(op[1]["dt"])
     assert crashes >= 2
+    # t reads days the cumulative delta serves, m merges every day on read
+    for model in ("t", "m"):
+        history_is_the_full_states(p, rng, model)
     assert anchorless >= 1 if engine == "deduplicate" else anchorless == 0
     # expiration (every day older than 3650 days before `now`, as far as chains allow), once
     # the snapshots that rewritten deltas left stale are compacted again (until then

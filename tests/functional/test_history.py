@@ -11,8 +11,7 @@ readers and the models that must fail run with the last day."""
 
 from __future__ import annotations
 
-from typing import Any
-
+import history_expected as expected
 from dbt.artifacts.schemas.results import RunStatus
 
 D = [f"202508{n:02d}" for n in range(1, 6)]
@@ -155,17 +154,6 @@ EXPIRING = (
 )
 
 
-def norm(v: Any) -> Any:
-    """A value as compared: a struct (a Row, a tuple) as a tuple of its values."""
-    if isinstance(v, tuple):
-        return tuple(norm(x) for x in v)
-    return v
-
-
-def ordered(rows) -> list[tuple]:
-    return sorted((norm(tuple(r)) for r in rows), key=repr)
-
-
 def states(p, model: str, cols: list[str]) -> dict[str, dict[tuple, tuple]]:
     """{day: {(id, region): the key's values}} read through the view, one day at a time."""
     out = {}
@@ -176,42 +164,21 @@ def states(p, model: str, cols: list[str]) -> dict[str, dict[tuple, tuple]]:
 
 
 def expected_changes(state, start: str, end: str, region: str | None) -> list[tuple]:
-    before, after, out = state[start], state[end], []
-    for key in set(before) | set(after):
-        if region is not None and key[1] != region:
-            continue
-        b, a = before.get(key), after.get(key)
-        if a == b:
-            continue
-        kind = "insert" if b is None else "delete" if a is None else "update"
-        out.append((*(a or b), end, kind, None if b is None else (*b, start)))
-    return ordered(out)
+    def narrowed(day: str) -> dict[tuple, tuple]:
+        return {k: v for k, v in state[day].items() if region in (None, k[1])}
+
+    return expected.changes(narrowed(start), narrowed(end), start, end)
 
 
 def expected_history(state, start: str, end: str) -> list[tuple]:
-    """What `dbt snapshot` (check_cols: all) records when run on each day's state in turn:
-    a version per key and run of equal states, valid from its first day to the first day
-    it no longer was the state (None: still the state on `end`)."""
-    days = [d for d in D if start <= d <= end]
-    out = []
-    for key in {k for d in days for k in state[d]}:
-        current, since = None, None
-        for d in days:
-            now = state[d].get(key)
-            if now != current:
-                if current is not None:
-                    out.append((*current, since, d))
-                current, since = now, d
-        if current is not None:
-            out.append((*current, since, None))
-    return ordered(out)
+    return expected.versions(state, [d for d in D if start <= d <= end])
 
 
 def by_range(p, table: str) -> dict[str, list[tuple]]:
     out: dict[str, list] = {}
     for r in p.spark.sql(f"select * from {p.schema}.{table}").collect():
         out.setdefault(r[0], []).append(tuple(r)[1:])
-    return {k: ordered(v) for k, v in out.items()}
+    return {k: expected.ordered(v) for k, v in out.items()}
 
 
 def test_changes_and_history_equal_diffs_and_versions_of_the_days_full_states(project):
