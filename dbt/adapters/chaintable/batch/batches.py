@@ -82,12 +82,17 @@ class Batches:
                 self.ledger.finish(invocation, one)
                 return BatchRun(one, invocation, None, reason, view=relation)
             logger.info(f"{one.describe()}: writing")
+            # dbt gives a range's later batches should_full_refresh() = false after the first
+            # rebuilt the chain; only a config's full_refresh: false ignores the flag
+            flag, empty = run_args
+            flag = flag and (full_refresh or config.get("full_refresh") is False)
             run = self.runs.prepare(
                 relation,
                 model,
                 {**config, "chain_partition": dict(one.partition)},
                 full_refresh,
-                *run_args,
+                flag,
+                empty,
                 existing=existing,
                 drop=drop,
             )
