@@ -30,6 +30,8 @@ dbt run --select daily_order_stats --vars '{dt: "20250807"}'
 dbt test --vars '{dt: "20250807"}'
 step "dbt tests on an uncompacted day in the middle of the chain (20250803)"
 dbt test --select ods_orders chain_equals_full_recompute --vars '{dt: "20250803"}'
+step "a downstream incremental model over the chain: the days it does not hold yet"
+dbt run --select daily_region_orders
 step "chain_status"
 dbt run-operation chain_status --args '{model: ods_orders}'
 step "expiration dry run: what the ten-year retention will drop on 2035-08-06"

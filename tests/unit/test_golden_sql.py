@@ -202,7 +202,7 @@ def model_run(
     conns.query_partitions = [
         f"region={r[0]}/dt={r[1]}" for _, rows in conns.answers for r in rows if len(r) > 1
     ]
-    adapter.get_relation = lambda database, schema, identifier: rel if exists else None
+    adapter.cached_relation = lambda database, schema, identifier: rel if exists else None
     run = adapter.chain_prepare(rel, "t", config, False, False)
     return adapter.chain_execute(run, "SELECT * FROM s.src").message
 

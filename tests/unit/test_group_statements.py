@@ -60,7 +60,7 @@ def _chain(groups: int, days: int) -> tuple[FakeConnections, Any, Any, list[str]
     conns.dynamic_writes["s.t__cumulative"] = _cumulative_write
     adapter = fake_adapter(conns)
     rel = adapter.Relation.create(schema="s", identifier="t", type="view")
-    adapter.get_relation = lambda database, schema, identifier: rel
+    adapter.cached_relation = lambda database, schema, identifier: rel
     return conns, adapter, rel, regions
 
 

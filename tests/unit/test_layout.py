@@ -20,6 +20,7 @@ LAYERS = [
     {"publish"},
     {"compaction", "expiration"},
     {"operations", "run", "connections"},
+    {"batch"},
     {"impl"},
     {"__init__"},
 ]

@@ -19,6 +19,8 @@ from dbt.adapters.spark.impl import SparkAdapter
 from dbt.adapters.chaintable.base.config import ChainTableConfig
 from dbt.adapters.chaintable.base.runner import Runner
 from dbt.adapters.chaintable.base.values import ChainConfigError
+from dbt.adapters.chaintable.batch.batches import Batches, BatchRun
+from dbt.adapters.chaintable.batch.relation import ChainTableRelation
 from dbt.adapters.chaintable.chain.catalog import (
     Catalog,
     name_of,
@@ -64,6 +66,7 @@ class Chain:
             self.catalog, self.publisher, self.views, self.accumulator, self.compactor, self.expirer
         )
         self.runs = RunFlow(self.catalog, self.publisher, self.accumulator, finisher)
+        self.batches = Batches(self.catalog, self.runs)
         self.history = History(self.catalog)
         self.docs = Docs(self.catalog)
 
@@ -71,10 +74,39 @@ class Chain:
 class ChainTableAdapter(SparkAdapter):
     ConnectionManager = ChainTableConnectionManager
     AdapterSpecificConfigs = ChainTableConfig
+    Relation = ChainTableRelation
 
     @cached_property
     def chain(self) -> Chain:
         return Chain(Runner(lambda: self.connections))
+
+    # ---- dbt's relation cache ----------------------------------------------------------------
+    def get_relation(self, database: str, schema: str, identifier: str) -> BaseRelation | None:
+        """A chain's view is reported as a table: dbt's microbatch runner takes a model for
+        incremental (its batches: the current one and `lookback`, not all since `begin`) only
+        when its relation is a table (docs/design.md#batches)."""
+        found = self.cached_relation(database, schema, identifier)
+        if found is None or not found.is_view or not identifier:
+            return found
+        if not self.Relation.get_default_include_policy().database:
+            database = None  # type: ignore[assignment]  # as dbt-spark looks it up
+        names = {(r.identifier or "").lower() for r in self.list_relations(database, schema) if r}
+        branches = {f"{identifier.lower()}__snapshot", f"{identifier.lower()}__delta"}
+        return found.incorporate(type=RelationType.Table) if branches <= names else found
+
+    def cached_relation(self, database: str, schema: str, identifier: str) -> BaseRelation | None:
+        """What dbt's cache holds, a chain's view as a view."""
+        return super().get_relation(database, schema, identifier)
+
+    def drop_relation(self, relation: BaseRelation) -> None:
+        """A chain's view, which get_relation reports as a table, is dropped as the view it is."""
+        if relation.type == RelationType.Table and relation.identifier:
+            found = self.cached_relation(
+                relation.database or "", relation.schema or "", relation.identifier
+            )
+            if found is not None and found.is_view:
+                relation = relation.incorporate(type=RelationType.View)
+        super().drop_relation(relation)
 
     # ---- resolving a chain table -------------------------------------------------------------
     @available
@@ -122,13 +154,58 @@ class ChainTableAdapter(SparkAdapter):
             full_refresh,
             full_refresh_flag,
             empty,
-            existing=lambda: self.get_relation(
-                relation.database or "", schema_of(relation), name_of(relation)
-            ),
+            existing=self._existing(relation),
             drop=self.drop_relation,
             node=node,
             grants_probe=grants_probe,
         )
+
+    def _existing(self, relation: BaseRelation) -> Any:
+        """What `relation` is in dbt's cache, a chain view as a view."""
+        return lambda: self.cached_relation(
+            relation.database or "", schema_of(relation), name_of(relation)
+        )
+
+    @available
+    def chain_batched(self, config: Mapping[str, Any]) -> bool:
+        """Whether an `incremental` model is a chain whose batches dbt runs (chain_table)."""
+        return bool(dict(config).get("chain_table"))
+
+    @available
+    def chain_prepare_batch(
+        self,
+        relation: BaseRelation,
+        model: str,
+        config: Mapping[str, Any],
+        batch: Mapping[str, Any] | None,
+        invocation: str,
+        args: Mapping[str, Any],
+        rewrite: Any,
+        full_refresh: bool,
+        full_refresh_flag: bool,
+        empty: bool = False,
+        node: Mapping[str, Any] | None = None,
+        grants_probe: str | None = None,
+    ) -> BatchRun:
+        return self.chain.batches.prepare(
+            relation,
+            model,
+            config,
+            batch,
+            invocation,
+            args,
+            rewrite,
+            full_refresh,
+            (full_refresh_flag, empty),
+            existing=self._existing(relation),
+            drop=self.drop_relation,
+            node=node,
+            grants_probe=grants_probe,
+        )
+
+    @available
+    def chain_execute_batch(self, run: BatchRun, compiled_code: str) -> RunResult:
+        return self.chain.batches.execute(run, compiled_code)
 
     @available
     def chain_is_incremental(
@@ -141,7 +218,11 @@ class ChainTableAdapter(SparkAdapter):
         return self.chain.runs.execute(run, compiled_code)
 
     @available
-    def chain_persist_docs(self, run: ChainRun, node: Mapping[str, Any]) -> None:
+    def chain_persist_docs(self, run: ChainRun | BatchRun, node: Mapping[str, Any]) -> None:
+        if isinstance(run, BatchRun):
+            if run.run is None:
+                return
+            run = run.run
         self.chain.docs.persist(
             run.settings, run.tables, str(node.get("description") or ""), column_docs(node)
         )

@@ -71,6 +71,7 @@ class ChainTableConfig(SparkConfig):
     cumulative_delta: bool | None = None
     chain_compaction: dict[str, Any] | None = None
     chain_lock_lease: str | None = None
+    chain_table: bool | None = None  # an `incremental` microbatch model that is a chain
     tblproperties: dict[str, str] | None = None
 
 

@@ -124,6 +124,11 @@ def _pattern_parts(pattern: str, keys: tuple[str, ...]) -> tuple[tuple[bool, str
     return tuple(p for p in parts if p[1])
 
 
+def pattern_parts(pattern: str, keys: Sequence[str]) -> tuple[tuple[bool, str], ...]:
+    """The pattern as (is_key, text) parts: a partition key's name or literal text."""
+    return _pattern_parts(pattern, tuple(keys))
+
+
 def validate_timestamp_config(pattern: str, formatter: str, partition_keys: Sequence[str]) -> None:
     """Refuse at config time what would otherwise fail in the middle of an expiration."""
     _pattern_parts(pattern, tuple(partition_keys))
@@ -141,3 +146,33 @@ def partition_time(pattern: str, formatter: str, values: Mapping[str, str]) -> d
             f"partition values {dict(values)} give '{text}' through {PATTERN_OPTION} '{pattern}', "
             f"which does not parse with {FORMATTER_OPTION} '{formatter}'"
         ) from None
+
+
+def partition_values(
+    pattern: str, formatter: str, keys: Sequence[str], time: dt.datetime
+) -> dict[str, str] | None:
+    """The partition values whose time (partition_time) is `time`: the time formatted by the
+    formatter, split along the pattern. None when the pattern and formatter cannot name that
+    exact time (an hour under a pattern of days, a pattern that repeats a key)."""
+    parts = _pattern_parts(pattern, tuple(keys))
+    text = time.strftime(java_formatter_to_strptime(formatter))
+    regex = "".join(f"(?P<k{i}>.+?)" if k else re.escape(t) for i, (k, t) in enumerate(parts))
+    match = re.fullmatch(regex, text)
+    if match is None:
+        return None
+    values: dict[str, str] = {}
+    for i, (is_key, key) in enumerate(parts):
+        if is_key and values.setdefault(key, match.group(f"k{i}")) != match.group(f"k{i}"):
+            return None
+    try:
+        exact = partition_time(pattern, formatter, values) == time.replace(tzinfo=None)
+    except ExpirationConfigError:
+        return None
+    return values if exact and set(values) == set(keys) else None
+
+
+def sortable(formatter: str) -> bool:
+    """Whether the formatter's texts sort as their times do: fixed-width fields from the year
+    down, so that a string comparison of partition values is a comparison of times."""
+    fields = re.findall(r"%[YmdHMS]", java_formatter_to_strptime(formatter))
+    return fields == ["%Y", "%m", "%d", "%H", "%M", "%S"][: len(fields)]

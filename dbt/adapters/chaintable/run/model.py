@@ -48,6 +48,10 @@ class ChainRun:
         return self.exists and not self.full_refresh
 
     @property
+    def writes(self) -> bool:
+        return True  # a batch of a chain may be skipped (batch/batches.py BatchRun)
+
+    @property
     def target(self) -> BaseRelation:
         return self.tables.branch(self.branch)
 

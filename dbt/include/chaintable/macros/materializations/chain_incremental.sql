@@ -4,26 +4,36 @@
      plans, checks, publishes and cleans up under the table's lock (adapter.chain_*); this macro
      only calls it, then applies dbt's conventions (README: dbt conventions). --#}
 {% materialization chain_incremental, adapter='chaintable', supported_languages=['sql'] %}
-  {%- set grant_config = config.get('grants') -%}
-  {#-- dbt's own statement that shows the view's grants: the run refuses grants before writing
-       anything where the server has none --#}
-  {%- set grants_probe = get_show_grant_sql(this) if grant_config else none -%}
-  {%- set run = adapter.chain_prepare(this, model.name, model.config, should_full_refresh(), flags.FULL_REFRESH, flags.EMPTY, model, grants_probe) -%}
+  {%- set run = adapter.chain_prepare(this, model.name, model.config, should_full_refresh(), flags.FULL_REFRESH, flags.EMPTY, model, chain_grants_probe()) -%}
+  {{ return(chain_write(run, adapter.chain_execute)) }}
+{% endmaterialization %}
 
+{#-- dbt's own statement that shows the view's grants, when the model configures some: the run
+     refuses grants before writing anything where the server has none --#}
+{% macro chain_grants_probe() %}
+  {{ return(get_show_grant_sql(this) if config.get('grants') else none) }}
+{% endmacro %}
+
+{#-- The steps of a chain run once prepared, for chain_incremental and for each batch of a chain
+     with batches (incremental.sql): `write(run, compiled_code)` writes it and gives the result
+     (its message and the rows it wrote). --#}
+{% macro chain_write(run, write) %}
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
 
   {#-- an enforced contract: dbt's own check of the query's columns and types, before any write --#}
-  {%- if config.get('contract').enforced -%}
+  {%- if run.writes and config.get('contract').enforced -%}
     {%- do assert_columns_equivalent(compiled_code) -%}
   {%- endif -%}
 
-  {%- set result = adapter.chain_execute(run, compiled_code) -%}
+  {%- set result = write(run, compiled_code) -%}
   {%- call noop_statement('main', result.message, rows_affected=result.rows_affected) -%}{{ compiled_code }}{%- endcall -%}
 
-  {#-- readers read the view: the grants are its own (the branches get none) --#}
-  {%- do apply_grants(run.relations[0], grant_config, should_revoke(run.view_exists, full_refresh_mode=run.full_refresh)) -%}
-  {%- do adapter.chain_persist_docs(run, model) -%}
+  {%- if run.writes -%}
+    {#-- readers read the view: the grants are its own (the branches get none) --#}
+    {%- do apply_grants(run.relations[0], config.get('grants'), should_revoke(run.view_exists, full_refresh_mode=run.full_refresh)) -%}
+    {%- do adapter.chain_persist_docs(run, model) -%}
+  {%- endif -%}
 
   {{ run_hooks(post_hooks, inside_transaction=False) }}
   {{ return({'relations': run.relations}) }}
-{% endmaterialization %}
+{% endmacro %}

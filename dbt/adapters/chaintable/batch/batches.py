@@ -1,0 +1,144 @@
+"""A chain model's batches (docs/design.md#batches): dbt's microbatch runner calls the adapter's
+`incremental` materialization once per batch; each batch is a chain run with chain_partition
+set to the batch's partition, or is skipped, or is refused after an earlier failed batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dbt.adapters.base.relation import BaseRelation
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.partitions import Layout
+from dbt.adapters.chaintable.base.runner import logger
+from dbt.adapters.chaintable.batch import plan
+from dbt.adapters.chaintable.batch.plan import Batch, BatchSpec, Ledger
+from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables
+from dbt.adapters.chaintable.run.flow import RunFlow
+from dbt.adapters.chaintable.run.model import ChainRun, RunResult
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """What chain_prepare_batch decided; the materialization hands it to chain_execute_batch."""
+
+    batch: Batch
+    invocation: str
+    run: ChainRun | None  # None: skipped
+    skipped: str = ""
+    view: BaseRelation | None = None
+
+    @property
+    def writes(self) -> bool:
+        return self.run is not None
+
+    @property
+    def view_exists(self) -> bool:
+        return self.run is not None and self.run.view_exists
+
+    @property
+    def full_refresh(self) -> bool:
+        return self.run is not None and self.run.full_refresh
+
+    @property
+    def relations(self) -> list[BaseRelation]:
+        return self.run.relations if self.run is not None else [r for r in [self.view] if r]
+
+
+def _message(error: Exception) -> str:
+    return str(getattr(error, "msg", "") or error)
+
+
+class Batches:
+    def __init__(self, catalog: Catalog, runs: RunFlow):
+        self.catalog, self.runs = catalog, runs
+        self.ledger = Ledger()
+
+    def prepare(
+        self,
+        relation: BaseRelation,
+        model: str,
+        config: Mapping[str, Any],
+        batch: Mapping[str, Any] | None,
+        invocation: str,
+        args: Mapping[str, Any],
+        rewrite: Any,
+        full_refresh: bool,
+        run_args: tuple[bool, bool],
+        existing: Callable[[], BaseRelation | None],
+        drop: Callable[[BaseRelation], None],
+        node: Mapping[str, Any] | None = None,
+        grants_probe: str | None = None,
+    ) -> BatchRun:
+        """The batch's chain run, or why it is skipped. `run_args`: --full-refresh and --empty,
+        `node` and `grants_probe` as chain_prepare takes them."""
+        config = dict(config)
+        opts = ChainOptions.from_config(model, config)
+        spec = BatchSpec.of(model, opts, config)
+        if not batch or not batch.get("event_time_start"):
+            raise DbtRuntimeError(
+                f"chain model '{model}' with batches runs under dbt's microbatch runner only "
+                "(dbt run or build), which names each batch"
+            )
+        one = spec.batch(batch["event_time_start"])
+        self.ledger.begin(invocation, one)
+        try:
+            reason = self._skip_reason(relation, opts, one, args, rewrite, full_refresh)
+            if reason:
+                logger.info(reason)
+                self.ledger.finish(invocation, one)
+                return BatchRun(one, invocation, None, reason, view=relation)
+            logger.info(f"{one.describe()}: writing")
+            # dbt gives a range's later batches should_full_refresh() = false after the first
+            # rebuilt the chain; only a config's full_refresh: false ignores the flag
+            flag, empty = run_args
+            flag = flag and (full_refresh or config.get("full_refresh") is False)
+            run = self.runs.prepare(
+                relation,
+                model,
+                {**config, "chain_partition": dict(one.partition)},
+                full_refresh,
+                flag,
+                empty,
+                existing=existing,
+                drop=drop,
+                node=node,
+                grants_probe=grants_probe,
+            )
+        except Exception as e:
+            raise DbtRuntimeError(f"{one.describe()}: {_message(e)}") from e
+        return BatchRun(one, invocation, run)
+
+    def _skip_reason(
+        self,
+        relation: BaseRelation,
+        opts: ChainOptions,
+        one: Batch,
+        args: Mapping[str, Any],
+        rewrite: Any,
+        full_refresh: bool,
+    ) -> str | None:
+        """Only a range skips (plan.skip_reason); it lists both branches' partitions."""
+        tables = ChainTables.of(relation)
+        if not plan.ranged(args) or full_refresh or not self.catalog.branches_exist(tables):
+            return None
+        layout = Layout.of(opts)
+        parts = [
+            layout.parse(path)
+            for table in (tables.snapshot, tables.delta)
+            for path in self.catalog.partition_paths(table)
+        ]
+        return plan.skip_reason(one, plan.holds(opts.chain_keys, parts, one), True, rewrite, False)
+
+    def execute(self, run: BatchRun, compiled_code: str) -> RunResult:
+        if run.run is None:
+            return RunResult(f"SKIPPED: {run.batch.where} held", 0)
+        try:
+            result = self.runs.execute(run.run, compiled_code)
+        except Exception as e:
+            raise DbtRuntimeError(f"{run.batch.describe()}: {_message(e)}") from e
+        self.ledger.finish(run.invocation, run.batch)
+        return RunResult(f"{result.message} ({run.batch.where})", result.rows_affected)

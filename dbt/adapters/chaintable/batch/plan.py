@@ -1,0 +1,194 @@
+"""Batches of a chain model (docs/design.md#batches): the chain partition each of dbt's
+microbatch batches writes, whether a batch is written or skipped, which later batches of a run
+wait for a failed one, and the event-time filter a chain's refs read with. Pure: times, config
+and the chain's partitions in, decisions and SQL out."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.partitions import Values
+from dbt.adapters.chaintable.base.timestamps import (
+    java_formatter_to_strptime,
+    partition_values,
+    pattern_parts,
+    sortable,
+)
+from dbt.adapters.chaintable.base.values import ChainConfigError, as_flag
+
+SIZES = {"day": dt.timedelta(days=1), "hour": dt.timedelta(hours=1)}
+
+
+def utc(value: Any) -> dt.datetime:
+    """A batch bound as dbt gives it (an aware datetime, or its ISO text) as naive UTC."""
+    time = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
+    return time.astimezone(dt.UTC).replace(tzinfo=None) if time.tzinfo else time
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of a chain model: the chain partition it writes."""
+
+    model: str
+    start: dt.datetime  # naive UTC
+    size: str
+    partition: Mapping[str, str]  # chain key -> value
+
+    @property
+    def label(self) -> str:
+        """As dbt names the batch in its log (2025-08-01, 2025-08-01T22)."""
+        return self.start.strftime("%Y-%m-%d" if self.size == "day" else "%Y-%m-%dT%H")
+
+    @property
+    def where(self) -> str:
+        return "/".join(f"{k}={v}" for k, v in self.partition.items())
+
+    def describe(self) -> str:
+        return f"model '{self.model}', batch {self.label} ({self.where})"
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """How a chain model's batches map to its chain partitions: the chain partition whose time
+    (partition_timestamp_pattern through partition_timestamp_formatter) is the batch's start."""
+
+    model: str
+    size: str
+    chain_keys: tuple[str, ...]
+    pattern: str
+    formatter: str
+
+    @classmethod
+    def of(cls, model: str, opts: ChainOptions, config: Mapping[str, Any]) -> BatchSpec:
+        def fail(problem: str) -> ChainConfigError:
+            return ChainConfigError(f"chain model '{model}' with batches: {problem}")
+
+        if config.get("incremental_strategy") != "microbatch":
+            raise fail("set incremental_strategy='microbatch' (dbt runs batches only for it)")
+        size = str(config.get("batch_size") or "")
+        if size not in SIZES:
+            raise fail(f"batch_size '{size}' is not one of {list(SIZES)}")
+        if config.get("chain_partition"):
+            raise fail(
+                "chain_partition and batches both say which day a run writes; drop "
+                "chain_partition (each batch writes its own)"
+            )
+        if not (opts.timestamp_pattern and opts.timestamp_formatter):
+            raise fail(
+                "partition_timestamp_pattern and partition_timestamp_formatter name each "
+                "batch's chain partition and are required (e.g. '$dt' and 'yyyyMMdd')"
+            )
+        keys = {
+            k for is_key, k in pattern_parts(opts.timestamp_pattern, opts.partition_by) if is_key
+        }
+        if keys != set(opts.chain_keys):
+            raise fail(
+                f"partition_timestamp_pattern '{opts.timestamp_pattern}' must name every chain "
+                f"key {list(opts.chain_keys)} and nothing else"
+            )
+        return cls(
+            model, size, tuple(opts.chain_keys), opts.timestamp_pattern, opts.timestamp_formatter
+        )
+
+    def batch(self, start: Any) -> Batch:
+        time = utc(start)
+        values = partition_values(self.pattern, self.formatter, self.chain_keys, time)
+        label = Batch(self.model, time, self.size, {}).label
+        if values is None:
+            raise ChainConfigError(
+                f"chain model '{self.model}', batch {label}: no chain partition has this "
+                f"{self.size}'s time under partition_timestamp_pattern '{self.pattern}' and "
+                f"partition_timestamp_formatter '{self.formatter}' (batch_size '{self.size}' "
+                "needs a field for each of its units)"
+            )
+        return Batch(self.model, time, self.size, {k: values[k] for k in self.chain_keys})
+
+
+def ranged(args: Mapping[str, Any]) -> bool:
+    """Whether the invocation names its batches (--event-time-start/--event-time-end; a retry
+    keeps its run's flags)."""
+    return bool(args.get("event_time_start") or args.get("event_time_end"))
+
+
+def skip_reason(
+    batch: Batch, held: bool, ranged: bool, rewrite: Any, full_refresh: bool
+) -> str | None:
+    """Why a batch is not written, or None to write it. A range (event-time flags, and its
+    retry) writes the batches the chain lacks and leaves the ones it holds, so that running it
+    again, or retrying it, continues where it stopped; `rewrite` (var chain_rewrite) writes them
+    again. A run without flags writes what dbt gives it: the current batch and `lookback`
+    earlier ones, rewritten as lookback means."""
+    if not held or not ranged or full_refresh or as_flag(rewrite):
+        return None
+    return (
+        f"{batch.describe()}: skipped, the chain holds {batch.where} already "
+        "(--vars '{chain_rewrite: true}' writes it again)"
+    )
+
+
+def holds(chain_keys: Sequence[str], parts: Sequence[Values], batch: Batch) -> bool:
+    """Whether any partition of the chain (any group, either branch) is the batch's."""
+    wanted = tuple(batch.partition[k] for k in chain_keys)
+    return any(tuple(p[len(p) - len(wanted) :]) == wanted for p in parts)
+
+
+@dataclass
+class Ledger:
+    """The batch of each model that began and did not finish, per dbt invocation: dbt goes on
+    with a range's later batches after one fails, and a chain is written in order, so they are
+    refused (and so stay failed, for dbt retry)."""
+
+    open: dict[tuple[str, str], Batch] = field(default_factory=dict)
+
+    def begin(self, invocation: str, batch: Batch) -> None:
+        failed = self.open.get((invocation, batch.model))
+        if failed is not None and failed.start < batch.start:
+            raise ChainConfigError(
+                f"{batch.describe()}: not written, batch {failed.label} failed before it; "
+                f"dbt retry (or the same command again) writes from {failed.label} on"
+            )
+        self.open[(invocation, batch.model)] = batch
+
+    def finish(self, invocation: str, batch: Batch) -> None:
+        if self.open.get((invocation, batch.model)) == batch:
+            del self.open[(invocation, batch.model)]
+
+
+def event_time_filter(
+    keys: Sequence[str],
+    pattern: str,
+    formatter: str,
+    start: Any | None,
+    end: Any | None,
+) -> str:
+    """The predicate that keeps a chain's partitions whose time lies in [start, end), over its
+    chain keys: a chain key is a string such as 20250801, which dbt's own filter (`dt >=
+    '2025-08-01 00:00:00+00:00'`) compares as text and never matches. Bounds that name a
+    partition compare as text when the formatter sorts as time does (the metastore prunes
+    on it); others go through to_timestamp on both sides, in the session's time zone alike."""
+    parts = pattern_parts(pattern, keys)
+    expr = (
+        parts[0][1]
+        if len(parts) == 1
+        else "concat(" + ", ".join(t if k else _literal(t) for k, t in parts) + ")"
+    )
+    bounds = [(op, utc(b)) for op, b in ((">=", start), ("<", end)) if b is not None]
+    exact = sortable(formatter) and all(
+        partition_values(pattern, formatter, keys, b) is not None for _, b in bounds
+    )
+    strf = java_formatter_to_strptime(formatter)
+    if exact:
+        return " and ".join(f"{expr} {op} {_literal(b.strftime(strf))}" for op, b in bounds)
+    return " and ".join(
+        f"to_timestamp({expr}, {_literal(formatter)}) {op} "
+        f"timestamp{_literal(b.strftime('%Y-%m-%d %H:%M:%S'))}"
+        for op, b in bounds
+    )
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
