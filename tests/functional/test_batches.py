@@ -289,3 +289,47 @@ def test_daily_run_without_flags_lookback_and_hourly_batches(project):
         ("02", 2, "h0"),
         ("02", 3, "h2"),
     ]
+
+
+LOOP_MODEL = (
+    "{{ config(materialized='chain_incremental', event_time='dt', batch_size='day', "
+    "begin='2025-08-01', partition_by=['dt'], primary_key=['id', 'dt'], "
+    + TIME
+    + ", "
+    + ENGINES["deduplicate"]
+    + ") }}\n"
+    "select " + COLS + ", dt from {{ source('raw', 'changes') }}\n"
+)
+
+
+def test_chain_incremental_runs_its_batches_itself_failure_and_retry(project):
+    """A chain_incremental model with batch_size runs a range's batches in one node, each as
+    its var-driven twin's run of that day; a failed day stops it, dbt retry writes from it."""
+    p = project
+    days = DAYS[:3]
+    rows = changes(days)
+    p.file("models/sources.yml", SOURCES)
+    p.model("v_deduplicate", VAR_MODEL.format(engine=ENGINES["deduplicate"]))
+    p.model("l_deduplicate", LOOP_MODEL)
+    source(p, "changes", rows)
+    for day in days:
+        p.dbt("run", "--select", "v_deduplicate", vars={"dt": day})
+
+    # a null key on the second day: the first is published, the node fails naming the batch
+    source(p, "changes", rows + [(None, "bad", None, 1, 999, "+I", noon(days[1]), days[1])])
+    range_run(p, "l_deduplicate", expect_ok=False, end="2025-08-04")
+    log = p.log_text()
+    assert "model 'l_deduplicate', batch 2025-08-02 (dt=20250802)" in log
+    assert "writes from 2025-08-02 on" in log
+    assert "batch 2025-08-03 (dt=20250803): writing" not in log
+    assert p.partitions("l_deduplicate__snapshot") == [f"dt={days[0]}"]
+    assert p.partitions("l_deduplicate__delta") == []
+
+    # dbt retry reruns the node with its flags: the day held is skipped, the rest written
+    source(p, "changes", rows)
+    p.dbt("retry")
+    log = p.log_text()
+    assert "batch 2025-08-01 (dt=20250801): skipped, the chain holds" in log
+    assert log.count("): writing") == 2
+    assert "2 batch(es) written, 1 skipped" in log
+    same_chain(p, "v_deduplicate", "l_deduplicate", days)

@@ -11,7 +11,7 @@ from dbt.adapters.base.relation import EventTimeFilter
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.timestamps import partition_time, partition_values
 from dbt.adapters.chaintable.base.values import ChainConfigError
-from dbt.adapters.chaintable.batch import plan
+from dbt.adapters.chaintable.batch import loop, plan
 from dbt.adapters.chaintable.batch.plan import BatchSpec, Ledger
 from dbt.adapters.chaintable.batch.relation import ChainTableRelation, chain_time
 
@@ -226,3 +226,54 @@ def _expr(expr: str, values: dict) -> str:
         return values[expr]
     args = [a.strip() for a in expr[len("concat(") : -1].split(", ")]
     return "".join(a[1:-1] if a.startswith("'") else values[a] for a in args)
+
+
+def starts(size, now, args=None, begin=None, lookback=1, new_chain=False):
+    return [
+        s.isoformat() for s in plan.loop_starts(size, now, args or {}, begin, lookback, new_chain)
+    ]
+
+
+def test_a_looped_chain_names_its_batches_as_dbt_splits_a_microbatch_run():
+    now = dt.datetime(2025, 8, 5, 13, 20, tzinfo=UTC)
+    # flags: every batch start in [start, end), the start truncated, the end rounded up
+    args = {"event_time_start": "2025-08-01 06:00:00", "event_time_end": "2025-08-03"}
+    assert starts("day", now, args) == ["2025-08-01T00:00:00", "2025-08-02T00:00:00"]
+    hours = {"event_time_start": "2025-08-01T22:00:00", "event_time_end": "2025-08-02T00:30:00"}
+    assert starts("hour", now, hours) == [
+        "2025-08-01T22:00:00",
+        "2025-08-01T23:00:00",
+        "2025-08-02T00:00:00",
+    ]
+    # a retry's flags are the same, whatever the chain holds
+    assert starts("day", now, args, new_chain=True) == starts("day", now, args)
+    # no flags: the current batch and lookback before it; a new chain from begin
+    assert starts("day", now, lookback=1) == ["2025-08-04T00:00:00", "2025-08-05T00:00:00"]
+    assert starts("hour", now, lookback=0) == ["2025-08-05T13:00:00"]
+    assert starts("day", now, begin="2025-08-03", new_chain=True) == [
+        "2025-08-03T00:00:00",
+        "2025-08-04T00:00:00",
+        "2025-08-05T00:00:00",
+    ]
+    # exactly on a batch's start, as dbt's: the batch that just ended is the current one
+    midnight = dt.datetime(2025, 8, 5, tzinfo=UTC)
+    assert starts("day", midnight, lookback=0) == ["2025-08-04T00:00:00"]
+    with pytest.raises(ChainConfigError, match="needs `begin`"):
+        starts("day", now, new_chain=True)
+
+
+def test_a_looped_batch_keeps_the_models_rows_of_its_chain_partition():
+    looped = {**HOUR, "incremental_strategy": None, "materialized": "chain_incremental"}
+    one = spec(looped).batch("2025-08-01T22:00:00")
+    assert plan.batch_sql("select * from t;\n", one) == (
+        "select * from (\nselect * from t\n) as chain_batch "
+        "where `dt` = '20250801' and `hour` = '22'"
+    )
+    day = spec(DAY).batch(dt.datetime(2025, 8, 1))
+    assert plan.batch_sql("select 1 -- note", day).endswith(
+        "select 1 -- note\n) as chain_batch where `dt` = '20250801'"
+    )
+    # chain_partition wins over batch_size; an incremental model's batches are dbt's
+    assert loop.loops({"batch_size": "day"})
+    assert not loop.loops({"batch_size": "day", "chain_partition": {"dt": "20250801"}})
+    assert not loop.loops({"chain_partition": {"dt": "20250801"}})

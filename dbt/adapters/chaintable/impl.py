@@ -8,6 +8,7 @@ that owns the work. docs/design.md#code-layout describes the modules.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
@@ -17,9 +18,11 @@ from dbt.adapters.contracts.relation import RelationType
 from dbt.adapters.spark.impl import SparkAdapter
 
 from dbt.adapters.chaintable.base.config import ChainTableConfig
+from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.runner import Runner
 from dbt.adapters.chaintable.base.values import ChainConfigError
-from dbt.adapters.chaintable.batch.batches import Batches, BatchRun
+from dbt.adapters.chaintable.batch.batches import BatchCall, Batches, BatchRun
+from dbt.adapters.chaintable.batch.loop import BatchLoop, LoopRun, loops
 from dbt.adapters.chaintable.batch.relation import ChainTableRelation
 from dbt.adapters.chaintable.chain.catalog import (
     Catalog,
@@ -67,6 +70,7 @@ class Chain:
         )
         self.runs = RunFlow(self.catalog, self.publisher, self.accumulator, finisher)
         self.batches = Batches(self.catalog, self.runs)
+        self.loop = BatchLoop(self.batches)
         self.history = History(self.catalog)
         self.docs = Docs(self.catalog)
 
@@ -187,25 +191,65 @@ class ChainTableAdapter(SparkAdapter):
         node: Mapping[str, Any] | None = None,
         grants_probe: str | None = None,
     ) -> BatchRun:
+        call = self._batch_call(relation, model, config, args, rewrite, full_refresh)
         return self.chain.batches.prepare(
-            relation,
-            model,
-            config,
+            replace(
+                call, run_args=(full_refresh_flag, empty), node=node, grants_probe=grants_probe
+            ),
             batch,
             invocation,
-            args,
-            rewrite,
-            full_refresh,
-            (full_refresh_flag, empty),
-            existing=self._existing(relation),
-            drop=self.drop_relation,
-            node=node,
-            grants_probe=grants_probe,
         )
+
+    def _batch_call(
+        self,
+        relation: BaseRelation,
+        model: str,
+        config: Mapping[str, Any],
+        args: Mapping[str, Any],
+        rewrite: Any,
+        full_refresh: bool,
+    ) -> BatchCall:
+        """The arguments every batch of the run is prepared with (--full-refresh, --empty,
+        `node` and the grants probe: set by the caller)."""
+        opts = ChainOptions.from_config(model, config)
+        existing, drop = self._existing(relation), self.drop_relation
+        return BatchCall(
+            model, relation, opts, dict(config), args, rewrite, full_refresh, (False, False),
+            existing, drop,
+        )  # fmt: skip
 
     @available
     def chain_execute_batch(self, run: BatchRun, compiled_code: str) -> RunResult:
         return self.chain.batches.execute(run, compiled_code)
+
+    @available
+    def chain_loops(self, config: Mapping[str, Any]) -> bool:
+        """Whether a chain_incremental model runs its batches itself (batch_size, no
+        chain_partition)."""
+        return loops(config)
+
+    @available
+    def chain_prepare_loop(
+        self,
+        relation: BaseRelation,
+        model: str,
+        config: Mapping[str, Any],
+        args: Mapping[str, Any],
+        rewrite: Any,
+        full_refresh: bool,
+        full_refresh_flag: bool,
+        empty: bool = False,
+        node: Mapping[str, Any] | None = None,
+        grants_probe: str | None = None,
+    ) -> LoopRun:
+        call = self._batch_call(relation, model, config, args, rewrite, full_refresh)
+        return self.chain.loop.prepare(
+            replace(call, run_args=(full_refresh_flag, empty), node=node, grants_probe=grants_probe)
+        )
+
+    @available
+    def chain_execute_loop(self, run: LoopRun, compiled_code: str) -> RunResult:
+        return self.chain.loop.execute(run, compiled_code)
 
     @available
     def chain_is_incremental(
@@ -218,7 +262,13 @@ class ChainTableAdapter(SparkAdapter):
         return self.chain.runs.execute(run, compiled_code)
 
     @available
-    def chain_persist_docs(self, run: ChainRun | BatchRun, node: Mapping[str, Any]) -> None:
+    def chain_persist_docs(
+        self, run: ChainRun | BatchRun | LoopRun, node: Mapping[str, Any]
+    ) -> None:
+        if isinstance(run, LoopRun):  # the docs of the last batch's run, on the view
+            if not run.runs:
+                return
+            run = run.runs[-1]
         if isinstance(run, BatchRun):
             if run.run is None:
                 return

@@ -5,7 +5,7 @@ set to the batch's partition, or is skipped, or is refused after an earlier fail
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
@@ -48,6 +48,26 @@ class BatchRun:
         return self.run.relations if self.run is not None else [r for r in [self.view] if r]
 
 
+@dataclass(frozen=True)
+class BatchCall:
+    """What each batch of a model's run is prepared with: the materialization's arguments.
+    `run_args`: --full-refresh and --empty; `node` and `grants_probe` as chain_prepare takes
+    them; `rewrite`: var chain_rewrite."""
+
+    model: str
+    relation: BaseRelation
+    opts: ChainOptions
+    config: Mapping[str, Any]
+    args: Mapping[str, Any]
+    rewrite: Any
+    full_refresh: bool
+    run_args: tuple[bool, bool]
+    existing: Callable[[], BaseRelation | None]
+    drop: Callable[[BaseRelation], None]
+    node: Mapping[str, Any] | None = None
+    grants_probe: str | None = None
+
+
 def _message(error: Exception) -> str:
     return str(getattr(error, "msg", "") or error)
 
@@ -58,26 +78,12 @@ class Batches:
         self.ledger = Ledger()
 
     def prepare(
-        self,
-        relation: BaseRelation,
-        model: str,
-        config: Mapping[str, Any],
-        batch: Mapping[str, Any] | None,
-        invocation: str,
-        args: Mapping[str, Any],
-        rewrite: Any,
-        full_refresh: bool,
-        run_args: tuple[bool, bool],
-        existing: Callable[[], BaseRelation | None],
-        drop: Callable[[BaseRelation], None],
-        node: Mapping[str, Any] | None = None,
-        grants_probe: str | None = None,
+        self, call: BatchCall, batch: Mapping[str, Any] | None, invocation: str
     ) -> BatchRun:
-        """The batch's chain run, or why it is skipped. `run_args`: --full-refresh and --empty,
-        `node` and `grants_probe` as chain_prepare takes them."""
-        config = dict(config)
-        opts = ChainOptions.from_config(model, config)
-        spec = BatchSpec.of(model, opts, config)
+        """The batch dbt names (model.batch), its chain run or why it is skipped; refused after
+        an earlier batch of the invocation failed (plan.Ledger)."""
+        model = call.model
+        spec = BatchSpec.of(model, call.opts, call.config)
         if not batch or not batch.get("event_time_start"):
             raise DbtRuntimeError(
                 f"chain model '{model}' with batches runs under dbt's microbatch runner only "
@@ -85,32 +91,42 @@ class Batches:
             )
         one = spec.batch(batch["event_time_start"])
         self.ledger.begin(invocation, one)
+        run = self.prepare_one(call, one)
+        if not run.writes:
+            self.ledger.finish(invocation, one)
+        return replace(run, invocation=invocation)
+
+    def prepare_one(self, call: BatchCall, one: Batch) -> BatchRun:
+        """One batch's chain run (chain_partition: the batch's), or why it is skipped; for
+        dbt's batches and chain_incremental's loop (batch/loop.py) alike."""
+        relation, config, full_refresh = call.relation, call.config, call.full_refresh
         try:
-            reason = self._skip_reason(relation, opts, one, args, rewrite, full_refresh)
+            reason = self._skip_reason(
+                relation, call.opts, one, call.args, call.rewrite, full_refresh
+            )
             if reason:
                 logger.info(reason)
-                self.ledger.finish(invocation, one)
-                return BatchRun(one, invocation, None, reason, view=relation)
+                return BatchRun(one, "", None, reason, view=relation)
             logger.info(f"{one.describe()}: writing")
             # dbt gives a range's later batches should_full_refresh() = false after the first
             # rebuilt the chain; only a config's full_refresh: false ignores the flag
-            flag, empty = run_args
+            flag, empty = call.run_args
             flag = flag and (full_refresh or config.get("full_refresh") is False)
             run = self.runs.prepare(
                 relation,
-                model,
-                {**config, "chain_partition": dict(one.partition)},
-                full_refresh,
-                flag,
-                empty,
-                existing=existing,
-                drop=drop,
-                node=node,
-                grants_probe=grants_probe,
+                model=one.model,
+                config={**config, "chain_partition": dict(one.partition)},
+                full_refresh=full_refresh,
+                full_refresh_flag=flag,
+                empty=empty,
+                existing=call.existing,
+                drop=call.drop,
+                node=call.node,
+                grants_probe=call.grants_probe,
             )
         except Exception as e:
             raise DbtRuntimeError(f"{one.describe()}: {_message(e)}") from e
-        return BatchRun(one, invocation, run)
+        return BatchRun(one, "", run)
 
     def _skip_reason(
         self,

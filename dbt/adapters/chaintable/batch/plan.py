@@ -12,6 +12,7 @@ from typing import Any
 
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
+from dbt.adapters.chaintable.base.quoting import q
 from dbt.adapters.chaintable.base.timestamps import (
     java_formatter_to_strptime,
     partition_values,
@@ -67,7 +68,10 @@ class BatchSpec:
         def fail(problem: str) -> ChainConfigError:
             return ChainConfigError(f"chain model '{model}' with batches: {problem}")
 
-        if config.get("incremental_strategy") != "microbatch":
+        # chain_incremental runs its batches itself (batch/loop.py); an incremental model's
+        # batches are dbt's, which it runs only for microbatch
+        looped = config.get("materialized") == "chain_incremental"
+        if not looped and config.get("incremental_strategy") != "microbatch":
             raise fail("set incremental_strategy='microbatch' (dbt runs batches only for it)")
         size = str(config.get("batch_size") or "")
         if size not in SIZES:
@@ -106,6 +110,52 @@ class BatchSpec:
                 "needs a field for each of its units)"
             )
         return Batch(self.model, time, self.size, {k: values[k] for k in self.chain_keys})
+
+
+def truncate(time: dt.datetime, size: str) -> dt.datetime:
+    """The start of the batch `time` lies in."""
+    hour = time.hour if size == "hour" else 0
+    return time.replace(hour=hour, minute=0, second=0, microsecond=0)
+
+
+def loop_starts(
+    size: str,
+    now: Any,
+    args: Mapping[str, Any],
+    begin: Any,
+    lookback: Any,
+    new_chain: bool,
+) -> list[dt.datetime]:
+    """The batches a chain_incremental model with batches writes in one run, as dbt's
+    microbatch runner would split it: each batch start in [--event-time-start,
+    --event-time-end); without flags, the current batch and `lookback` before it, or on a new
+    chain every batch from `begin` on. Naive UTC, in order."""
+    step = SIZES[size]
+    end = utc(args.get("event_time_end") or now)
+    end = end if truncate(end, size) == end else truncate(end, size) + step
+    if args.get("event_time_start"):
+        start = truncate(utc(args["event_time_start"]), size)
+    elif new_chain:
+        if not begin:
+            raise ChainConfigError("a chain model with batches needs `begin` for its first run")
+        start = truncate(utc(begin), size)
+    else:
+        current = truncate(utc(now), size)
+        # as dbt's: a run exactly on a batch's start ends with the batch before it
+        back = int(lookback or 0) + (1 if current == utc(now) else 0)
+        start = current - back * step
+    starts = [start]
+    while starts[-1] + step < end:
+        starts.append(starts[-1] + step)
+    return starts
+
+
+def batch_sql(compiled_code: str, batch: Batch) -> str:
+    """The model's rows of `batch`: dbt filters no ref of a node it does not split, so the
+    model's output is kept to the batch's chain partition instead."""
+    where = " and ".join(f"{q(k)} = {_literal(v)}" for k, v in batch.partition.items())
+    body = compiled_code.strip().rstrip(";")
+    return f"select * from (\n{body}\n) as chain_batch where {where}"
 
 
 def ranged(args: Mapping[str, Any]) -> bool:

@@ -4,6 +4,14 @@
      plans, checks, publishes and cleans up under the table's lock (adapter.chain_*); this macro
      only calls it, then applies dbt's conventions (README: dbt conventions). --#}
 {% materialization chain_incremental, adapter='chaintable', supported_languages=['sql'] %}
+  {#-- batch_size and no chain_partition: the model's batches, each a chain run of its own,
+       in this one node (docs/design.md#batches) --#}
+  {%- if adapter.chain_loops(model.config) -%}
+    {%- set run = adapter.chain_prepare_loop(this, model.name, model.config, invocation_args_dict,
+          var('chain_rewrite', false), should_full_refresh(), flags.FULL_REFRESH, flags.EMPTY,
+          model, chain_grants_probe()) -%}
+    {{ return(chain_write(run, adapter.chain_execute_loop)) }}
+  {%- endif -%}
   {%- set run = adapter.chain_prepare(this, model.name, model.config, should_full_refresh(), flags.FULL_REFRESH, flags.EMPTY, model, chain_grants_probe()) -%}
   {{ return(chain_write(run, adapter.chain_execute)) }}
 {% endmaterialization %}
