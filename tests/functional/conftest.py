@@ -89,13 +89,21 @@ def schema(spark):
     spark.sql(f"DROP DATABASE {name} CASCADE")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests of the Thrift Server run in one worker (scripts/test.sh: --dist loadgroup), which
-    starts it once; the others go to whichever worker is free."""
+    starts it once, and so do those of the metastore service; the others go to whichever worker
+    is free. xdist's scheduler groups the tests whose ids end in `@<group>`; its worker appends
+    that to an attribute pytest 9 no longer reads its ids from, so the group is appended here,
+    as pytest 9 keeps an id."""
+    if not getattr(config.option, "loadgroup", False):  # set in xdist's workers only
+        return
+    from _pytest.nodeid import NodeId
+
     for item in items:
-        for server in ("thrift_server", "metastore"):
-            if server in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(server))
+        groups = sorted(s for s in ("thrift_server", "metastore") if s in item.fixturenames)
+        if groups and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")
