@@ -306,12 +306,12 @@ def reads_by_part(p, view, wheres: dict[str, str], cols: str) -> dict[str, list[
     if not wheres:
         return out
     union = " union all ".join(
-        f"select {i} as __part, {cols} from {p.schema}.{view} where {where}"
+        f"select {i} as __part, {cols} from {{s}}.{view} where {where}"
         for i, where in enumerate(wheres.values())
     )
     names = list(wheres)
-    for row in p.spark.sql(union).collect():
-        out[names[row[0]]].append(tuple(row[1:]))
+    for row in p.rows(union):  # a Project or a ThriftProject
+        out[names[int(row[0])]].append(tuple(row[1:]))
     return {part: sorted(rows) for part, rows in out.items()}
 
 
