@@ -102,6 +102,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     for item in items:
         groups = sorted(s for s in ("thrift_server", "metastore") if s in item.fixturenames)
+        # a module whose tests share one module-scoped history marks them
+        # `pytest.mark.xdist_group(name)`, so that the history is built on one worker only
+        groups += [
+            m.kwargs.get("name", m.args[0] if m.args else "")
+            for m in item.iter_markers("xdist_group")
+        ]
+        groups = [g for g in groups if g]
         if groups and "@" not in item.nodeid:
             item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")  # type: ignore[attr-defined]
 
