@@ -8,7 +8,6 @@ that owns the work. docs/design.md#code-layout describes the modules.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
@@ -191,14 +190,11 @@ class ChainTableAdapter(SparkAdapter):
         node: Mapping[str, Any] | None = None,
         grants_probe: str | None = None,
     ) -> BatchRun:
-        call = self._batch_call(relation, model, config, args, rewrite, full_refresh)
-        return self.chain.batches.prepare(
-            replace(
-                call, run_args=(full_refresh_flag, empty), node=node, grants_probe=grants_probe
-            ),
-            batch,
-            invocation,
-        )
+        call = self._batch_call(
+            relation, model, config, args, rewrite, (full_refresh, full_refresh_flag, empty),
+            node, grants_probe,
+        )  # fmt: skip
+        return self.chain.batches.prepare(call, batch, invocation)
 
     def _batch_call(
         self,
@@ -207,15 +203,18 @@ class ChainTableAdapter(SparkAdapter):
         config: Mapping[str, Any],
         args: Mapping[str, Any],
         rewrite: Any,
-        full_refresh: bool,
+        refresh: tuple[bool, bool, bool],
+        node: Mapping[str, Any] | None,
+        grants_probe: str | None,
     ) -> BatchCall:
-        """The arguments every batch of the run is prepared with (--full-refresh, --empty,
-        `node` and the grants probe: set by the caller)."""
+        """The arguments every batch of the run is prepared with. `refresh`: whether the run
+        refreshes in full, --full-refresh and --empty."""
+        full_refresh, full_refresh_flag, empty = refresh
         opts = ChainOptions.from_config(model, config)
         existing, drop = self._existing(relation), self.drop_relation
         return BatchCall(
-            model, relation, opts, dict(config), args, rewrite, full_refresh, (False, False),
-            existing, drop,
+            model, relation, opts, dict(config), args, rewrite, full_refresh,
+            (full_refresh_flag, empty), existing, drop, node, grants_probe,
         )  # fmt: skip
 
     @available
@@ -242,10 +241,11 @@ class ChainTableAdapter(SparkAdapter):
         node: Mapping[str, Any] | None = None,
         grants_probe: str | None = None,
     ) -> LoopRun:
-        call = self._batch_call(relation, model, config, args, rewrite, full_refresh)
-        return self.chain.loop.prepare(
-            replace(call, run_args=(full_refresh_flag, empty), node=node, grants_probe=grants_probe)
-        )
+        call = self._batch_call(
+            relation, model, config, args, rewrite, (full_refresh, full_refresh_flag, empty),
+            node, grants_probe,
+        )  # fmt: skip
+        return self.chain.loop.prepare(call)
 
     @available
     def chain_execute_loop(self, run: LoopRun, compiled_code: str) -> RunResult:
