@@ -34,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from cycle import cycle_ratios  # noqa: E402
+
 RESULTS = HERE / "results"
 ROOT = HERE.parent
 README = ROOT / "README.md"
@@ -142,6 +145,10 @@ def chain_rows(res: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
             if cs.get("warm_median") is not None
             else "-",
             ["compaction"],
+        ),
+        "cycle, days 2..D: every run + 1 / 3 / 10 reads of each new day": (
+            " / ".join(r3(c) for c in cycle_ratios(res).values()),
+            [],
         ),
         "first (full) load, day 1": (
             f"{secs(res['full_load_s']['chain'])} vs {secs(res['full_load_s']['baseline'])}",
