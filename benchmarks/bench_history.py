@@ -23,7 +23,8 @@ After each day's runs (day 1 excluded from every median):
   downstream   the wall time of `dbt run` of status_inc and of status_full (one invocation
                each, as a user's daily job); equal rows asserted every day.
 
-Prints the ratios against GOALS and writes bench_history.json + .png into --out.
+Prints the ratios against GOALS and writes bench_history_n<rows>.json (with each day's three
+queries) + .png into --out.
 """
 
 from __future__ import annotations
@@ -137,22 +138,19 @@ def measure_changes(spark, dbt: Dbt, prev: str, day: str, repeats: int) -> dict[
         f"{{'dt': '{day}'}}) }}}} __c"
     )
     shape = [*COLS, "ct__change", "ct__before"]
-    got = timed_reads(
-        spark,
-        {
-            "changes": checksum_sql(f"({sub}) __changes", shape),
-            "diff": checksum_sql(f"({diff_sql(prev, day)}) __diff", shape),
-            "read": checksum_sql(f"{SCHEMA}.ods_full", COLS, f" WHERE dt = '{day}'"),
-        },
-        repeats,
-    )
+    queries = {
+        "changes": checksum_sql(f"({sub}) __changes", shape),
+        "diff": checksum_sql(f"({diff_sql(prev, day)}) __diff", shape),
+        "read": checksum_sql(f"{SCHEMA}.ods_full", COLS, f" WHERE dt = '{day}'"),
+    }
+    got: dict[str, Any] = timed_reads(spark, queries, repeats)
     a, b = got["changes"], got["diff"]
     if (a["rows"], a["checksum"]) != (b["rows"], b["checksum"]):
         raise SystemExit(
             f"chain_changes {prev}->{day}: {a['rows']} rows {a['checksum']}, the classic diff "
             f"{b['rows']} rows {b['checksum']}"
         )
-    return got
+    return {**got, "sql": queries}
 
 
 def downstream_rows(spark, model: str, day: str) -> list[tuple[Any, ...]]:
