@@ -18,8 +18,9 @@ sizes none). bench_chain_n10000000_g1_rerun.json, a second run of the same code,
 it for the spread between runs; bench_chain_n2000000_g1.json is the default size, and
 bench_chain_n2000000_g16.json the same with one chain per group (--groups 16). The
 `_unsorted*` files are runs of the code before the compaction wrote its output sorted by key:
-history, not shown. bench_readers_n500000.json and bench_threads_n200000.json are the latest
-runs of those scripts at their defaults. The goals and whether each was met are read from the
+history, not shown. bench_sweep_n2000000.json is the break-even map (bench_sweep.py; its
+`_r<rate>` files are the bench_chain runs it was made of). bench_readers_n500000.json and
+bench_threads_n200000.json are the latest runs of those scripts at their defaults. The goals and whether each was met are read from the
 JSON, as bench_chain.py recorded them. Reads only JSON: no Spark, no dbt.
 """
 
@@ -51,6 +52,7 @@ CHAIN_RUNS = [  # (column, file): the headline first
 ]
 READERS = "bench_readers_n500000.json"
 THREADS = "bench_threads_n200000.json"
+SWEEP = "bench_sweep_n2000000.json"
 
 
 def load(name: str) -> dict[str, Any]:
@@ -288,6 +290,35 @@ def readers_table(prefix: str) -> list[str]:
     ]
 
 
+def sweep_table(prefix: str) -> list[str]:
+    """The break-even map (bench_sweep.py): the cycle cost per change rate and reads a day."""
+    d = load(SWEEP)
+    p, points = d["params"], d["points"]
+    ks = list(points[0]["cycle"])
+    return [
+        para(
+            f"Where a chain pays off: `bench_sweep.py` ([JSON]({prefix}{SWEEP}); {p['rows']:,} "
+            f"rows, {p['days']} days, one bench_chain run per rate, the policy "
+            f"`max_cumulative_ratio` chosen from the rate for {d['policy_reads_a_day']} reads a "
+            "day). The cycle cost is every run of days 2..D plus k reads of each new day, chain / "
+            "classic; below 1.0 the chain pays off:"
+        ),
+        "",
+        "| keys changed a day | policy | compactions | "
+        + " | ".join(f"k = {k}" for k in ks)
+        + " | daily run | storage |",
+        "|---|---|---|" + "---|" * len(ks) + "---|---|",
+        *(
+            f"| {pt['rate']:.1%} | {pt['max_cumulative_ratio']} | {len(pt['compact_days'])} | "
+            + " | ".join(r3(pt["cycle"][k]) for k in ks)
+            + f" | {r3(pt['daily_run'])} | {r3(pt['storage'])} |"
+            for pt in points
+        ),
+        "",
+        f"![the break-even map]({prefix}{SWEEP.replace('.json', '.png')})",
+    ]
+
+
 def threads_table(prefix: str) -> list[str]:
     d = load(THREADS)
     p, q = d["params"], d["ratios"]
@@ -344,6 +375,8 @@ def performance_section() -> str:
             ),
             "",
             *results_parts("benchmarks/results/"),
+            "",
+            *sweep_table("benchmarks/results/"),
             "",
             para(planning_line(head)),
             "",
