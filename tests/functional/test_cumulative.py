@@ -5,8 +5,10 @@ did not change, or were rebuilt, are served from the cumulative delta."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from helpers import chain_reads, reads_as, served, state
+from helpers import chain_reads, state
 
 MODEL = """
 {{{{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
@@ -49,28 +51,105 @@ def twins(project):
     return p
 
 
-def same(p, cols="id, v"):
+# a project macro: one maintenance operation on several models in one run-operation
+ON_MODELS = """
+{% macro on_models(models, op, args) %}
+  {% for model in models %}
+    {% if op == 'compact_chain' %}{% do compact_chain(model=model, **args) %}
+    {% elif op == 'drop_chain_partition' %}{% do drop_chain_partition(model=model, **args) %}
+    {% elif op == 'expire_chain' %}{% do expire_chain(model=model, **args) %}
+    {% else %}{% do exceptions.raise_compiler_error('no operation ' ~ op) %}{% endif %}
+  {% endfor %}
+{% endmacro %}
+"""
+
+
+def on_twins(p, op: str, args: dict) -> None:
+    """`op` on t, then on m, in one dbt invocation."""
+    p.file("macros/on_models.sql", ON_MODELS)
+    p.run_op("on_models", {"models": ["t", "m"], "op": op, "args": args})
+
+
+def compiled_checks(p, days, cols, reads=("t",), status=("t",)):
+    """One dbt compile: each of `reads` read through chain_read on each of `days` (one query per
+    model), and chain_status of each of `status`. Returns ({model: {day: rows}}, {model: the
+    days chain_status says are read from the cumulative delta}), as helpers.chain_reads and
+    helpers.served give them."""
+    for model in reads:
+        union = " union all ".join(
+            f"select '{d}' as __day, {cols} from "
+            f"{{{{ chain_read(ref('{model}'), {{'dt': '{d}'}}) }}}} __r{i}"
+            for i, d in enumerate(days)
+        )
+        p.file(f"analyses/reads_{model}.sql", union)
+    # a ref under `if execute` is not seen by the parse: each model is named for it first
+    refs = "".join(f"-- depends_on: {{{{ ref('{m}') }}}}\n" for m in status)
+    calls = "".join(f"{{% do chain_status(relation=ref('{m}')) %}}" for m in status)
+    p.file("analyses/status.sql", refs + "{% if execute %}" + calls + "{% endif %}select 1")
+    p.dbt(
+        "compile",
+        "--select",
+        "status",
+        *(f"reads_{m}" for m in reads),
+        vars={"dt": days[-1] if days else DAYS[0]},
+    )
+    compiled = p.root / "target" / "compiled" / "chain_test" / "analyses"
+    got: dict[str, dict[str, list[tuple]]] = {}
+    for model in reads:
+        got[model] = {d: [] for d in days}
+        for row in p.rows((compiled / f"reads_{model}.sql").read_text()):
+            got[model][row[0]].append(tuple(row[1:]))
+    serving: dict[str, list[str]] = {}
+    for msg in p.logs:
+        if msg.startswith("chain_status "):
+            model = msg.split()[1].split(".")[-1].strip("`")
+            found = re.findall(r"dt=(\d{8})\s+dt=\d{8}\s+\d+\s+cumulative delta", msg)
+            serving[model] = sorted(set(found))
+    assert sorted(serving) == sorted(status), p.log_text()
+    return got, serving
+
+
+def same(p, cols="id, v", twin=False):
     """Every partition read through t's view equals m's (merge on read alone), and through
-    t's chain_read too."""
+    t's chain_read too (with `twin`, m's chain_read as well). Returns t's state and the days
+    chain_status says t (with `twin`, and m) reads from the cumulative delta."""
     t, m = state(p, "t", cols), state(p, "m", cols)
     assert t == m
     assert any(rows for rows in t.values())
-    reads_as(p, "t", t, cols)
-    return t
+    models = ("t", "m") if twin else ("t",)
+    reads, serving = compiled_checks(p, [part.split("=")[1] for part in t], cols, models, models)
+    for model in models:
+        assert reads[model] == {part.split("=")[1]: rows for part, rows in t.items()}, model
+    return t, serving
+
+
+def served(p, view="t"):
+    """The days chain_status says `view` reads from the cumulative delta (one dbt compile)."""
+    return compiled_checks(p, [], "", (), (view,))[1][view]
+
+
+def reads_as(p, view, parts, cols="id, v"):
+    """Every partition of `parts` ({'dt=D': rows}) reads through chain_read as those rows, and
+    the days chain_status says `view` reads from the cumulative delta (one dbt compile)."""
+    days = [part.split("=")[1] for part in parts]
+    reads, serving = compiled_checks(p, days, cols, (view,), (view,))
+    assert reads[view] == {part.split("=")[1]: rows for part, rows in parts.items()}
+    return serving[view]
 
 
 def test_every_change_keeps_reads_equal_to_merge_on_read(twins):
+    """After each change, one check (same): t's view equals m's, t's chain_read equals them,
+    and chain_status names the days t serves from the cumulative delta."""
     p = twins
-    same(p)
-    assert served(p) == DAYS[1:4]
-    assert served(p, "m") == []
-    assert chain_reads(p, "t", DAYS[1:4]) == chain_reads(p, "m", DAYS[1:4])
+    # m, merged on read alone, serves no day, and its chain_read equals t's
+    assert same(p, twin=True)[1] == {"t": DAYS[1:4], "m": []}
 
     # a delta day written again with other rows: it and the later days are rebuilt
     p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (7, 'again', '+U', 50, '{DAYS[2]}')")
     p.dbt("run", vars={"dt": DAYS[2]})
-    assert (7, "again") in same(p)[f"dt={DAYS[3]}"]
-    assert served(p) == DAYS[1:4]
+    after, serves = same(p)
+    assert (7, "again") in after[f"dt={DAYS[3]}"]
+    assert serves["t"] == DAYS[1:4]
 
     # a later day first, then the day before it (a backfill): the later day is rebuilt
     p.spark.sql(
@@ -82,62 +161,48 @@ def test_every_change_keeps_reads_equal_to_merge_on_read(twins):
     )
     p.dbt("run", vars={"dt": DAYS[5]})
     p.dbt("run", vars={"dt": DAYS[4]})
-    same(p)
-    assert served(p) == DAYS[1:6]
+    assert same(p)[1]["t"] == DAYS[1:6]
 
     # compaction of a middle day: the later days get a new anchor and are rebuilt on it
-    for view in ("t", "m"):
-        p.run_op("compact_chain", {"model": view, "partition": {"dt": DAYS[3]}})
-    same(p)
-    assert served(p) == DAYS[1:3] + DAYS[4:6]
+    on_twins(p, "compact_chain", {"partition": {"dt": DAYS[3]}})
+    assert same(p)[1]["t"] == DAYS[1:3] + DAYS[4:6]
     # and again with overwrite (a snapshot rewritten in place)
-    for view in ("t", "m"):
-        p.run_op("compact_chain", {"model": view, "partition": {"dt": DAYS[3]}, "overwrite": True})
-    same(p)
-    assert served(p) == DAYS[1:3] + DAYS[4:6]
+    on_twins(p, "compact_chain", {"partition": {"dt": DAYS[3]}, "overwrite": True})
+    assert same(p)[1]["t"] == DAYS[1:3] + DAYS[4:6]
 
     # a snapshot written by the model itself at a day that has deltas after it
     p.dbt("run", vars={"dt": DAYS[4], "branch": "snapshot"})
-    same(p)
-    assert served(p) == DAYS[1:3] + DAYS[5:6]
+    assert same(p)[1]["t"] == DAYS[1:3] + DAYS[5:6]
 
     # a delta partition dropped: the days read through it are read by merge
-    for view in ("t", "m"):
-        p.run_op(
-            "drop_chain_partition", {"model": view, "partition": {"dt": DAYS[1]}, "branch": "delta"}
-        )
-    same(p)
-    assert served(p) == DAYS[5:6]
+    on_twins(p, "drop_chain_partition", {"partition": {"dt": DAYS[1]}, "branch": "delta"})
+    assert same(p)[1]["t"] == DAYS[5:6]
 
     # expiration: the dropped days' cumulative partitions go with them
-    for view in ("t", "m"):
-        p.run_op("expire_chain", {"model": view, "now": "2035-08-10 00:00:00"})
-    after = same(p)
+    on_twins(p, "expire_chain", {"now": "2035-08-10 00:00:00"})
+    after = same(p)[0]
     assert f"dt={DAYS[0]}" not in after
     assert {
         r[0].split("/")[0]
         for r in p.spark.sql(f"SHOW PARTITIONS {p.schema}.t__cumulative").collect()
     } == {f"dt={DAYS[5]}"}
 
-    # a new column: every day's inputs read differently, new days are built with it
+    # a new column: every day's inputs read differently, new days are built with it; m's
+    # chain_read reads every day as t's
     p.model("t", MODEL.format(on="true", cols=COLS + ", 'x' as w"))
     p.model("m", MODEL.format(on="false", cols=COLS + ", 'x' as w"))
     p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (3, 'z', '+U', 90, '{DAYS[6]}')")
     p.dbt("run", vars={"dt": DAYS[6]})
-    same(p, "id, v, w")
-    assert served(p) == DAYS[6:7]
-    assert chain_reads(p, "t", DAYS[5:7]) == chain_reads(p, "m", DAYS[5:7])
+    assert same(p, "id, v, w", twin=True)[1] == {"t": DAYS[6:7], "m": []}
     # a day without changes after it: its empty cumulative partition is written by column name
     # (the new column comes after the mask column in t__cumulative)
     p.dbt("run", vars={"dt": "20250808"})
-    same(p, "id, v, w")
-    assert served(p) == [*DAYS[6:7], "20250808"]
+    assert same(p, "id, v, w")[1]["t"] == [*DAYS[6:7], "20250808"]
 
     # a full refresh starts the chain again, cumulative delta included
     p.dbt("run", "--full-refresh", vars={"dt": DAYS[0]})
     p.dbt("run", vars={"dt": DAYS[1]})
-    same(p, "id, v, w")
-    assert served(p) == DAYS[1:2]
+    assert same(p, "id, v, w")[1]["t"] == DAYS[1:2]
 
 
 def test_a_cumulative_table_without_the_mask_column_is_altered_and_rebuilt(twins):
@@ -165,8 +230,7 @@ def test_a_cumulative_table_without_the_mask_column_is_altered_and_rebuilt(twins
     ]
     props = dict(p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__snapshot").collect())
     assert props["chaintable.cumulative-layout"] == "mask"
-    same(p)
-    assert served(p) == DAYS[4:5]
+    assert same(p)[1]["t"] == DAYS[4:5]
     # every key of the day's partition lies in block 0 (ids 1-25): one mask, their bits
     ids = [r[0] for r in p.rows(f"select id from {c}")]
     assert len(ids) >= 10 and max(ids) < 64
@@ -199,8 +263,8 @@ def test_a_day_whose_sequences_all_follow_the_anchor_is_built_without_reading_it
     anchorless = "1 without reading the anchor"
 
     def run(day: str, **extra) -> str:
-        p.dbt("run", "--select", "m", vars={"dt": day, **extra})
-        p.dbt("run", "--select", "t", vars={"dt": day, **extra})
+        # one invocation: m (merged on read alone) logs no cumulative build
+        p.dbt("run", "--select", "m", "t", vars={"dt": day, **extra})
         return p.log_text()
 
     run(DAYS[0], branch="snapshot")
@@ -217,9 +281,9 @@ def test_a_day_whose_sequences_all_follow_the_anchor_is_built_without_reading_it
     log = run(DAYS[2])
     assert "cumulative delta of 1 day(s) built (1 from the day before)" in log
     assert anchorless not in log
-    days = same(p)
+    days, serves = same(p)
     assert days[f"dt={DAYS[2]}"] == [(1, "b1"), (3, "a3"), (4, "c4"), (5, "b5")]
-    assert served(p) == DAYS[1:3]
+    assert serves["t"] == DAYS[1:3]
 
     # the anchor written again with higher sequences: its new location makes the record count
     # for nothing, so the next day, whose sequences lie between the old and the new highest,
@@ -230,7 +294,7 @@ def test_a_day_whose_sequences_all_follow_the_anchor_is_built_without_reading_it
     run(DAYS[0], branch="snapshot")
     log = run(DAYS[3])
     assert anchorless not in log
-    days = same(p)
+    days = same(p)[0]
     assert (1, "z1") in days[f"dt={DAYS[3]}"] and (6, "d6") in days[f"dt={DAYS[3]}"]
     props = dict(p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__snapshot").collect())
     assert f'"dt={DAYS[0]}":["' in props["chaintable.anchor-sequence-max"]
@@ -242,7 +306,8 @@ def test_a_day_whose_sequences_all_follow_the_anchor_is_built_without_reading_it
     assert anchorless not in run(DAYS[4])
     p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (3, 'f3', '+U', 300, '{DAYS[5]}')")
     assert anchorless in run(DAYS[5])
-    days = same(p)
+    # m's chain_read reads every day as t's
+    days = same(p, twin=True)[0]
     assert days[f"dt={DAYS[5]}"] == [
         (1, "z1"),
         (2, "e2"),
@@ -252,7 +317,6 @@ def test_a_day_whose_sequences_all_follow_the_anchor_is_built_without_reading_it
         (6, "d6"),
         (7, "e7"),
     ]
-    assert chain_reads(p, "t", DAYS[1:6]) == chain_reads(p, "m", DAYS[1:6])
 
 
 GROUPED = """
@@ -311,8 +375,8 @@ def test_a_change_in_one_group_rebuilds_only_that_groups_days(project):
 
     # CN's day 2 written again: CN's days 2-4 are rebuilt, EU's cumulative files stay
     p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (7, 'again', '+U', 50, 'CN', '{DAYS[1]}')")
-    for model in ("m", "t"):
-        p.dbt("run", "--select", model, vars={"spec": {"region": "CN", "dt": DAYS[1]}})
+    # one invocation: m (merged on read alone) logs no cumulative build
+    p.dbt("run", "--select", "m", "t", vars={"spec": {"region": "CN", "dt": DAYS[1]}})
     assert "cumulative delta of 3 day(s) built" in p.log_text()
     after = check()
     for d in DAYS[1:4]:
@@ -338,7 +402,6 @@ def test_a_day_that_changes_no_key_is_served_from_an_empty_partition(project):
     p.model("t", MODEL.format(on="true", cols=COLS))
     for day in DAYS[:4]:
         p.dbt("run", vars={"dt": day})
-    assert served(p) == DAYS[1:4]
     # every partition with its rows (none: no row in the count)
     counts = {part.split("/")[0]: 0 for part in p.partitions("t__cumulative")}
     counts.update(p.rows("select concat('dt=', dt), count(*) from {s}.t__cumulative group by dt"))
@@ -351,7 +414,7 @@ def test_a_day_that_changes_no_key_is_served_from_an_empty_partition(project):
         f"dt={DAYS[3]}": [(1, "a1"), (2, "d2")],
     }
     assert state(p, "t") == expected
-    reads_as(p, "t", expected)
+    assert reads_as(p, "t", expected) == DAYS[1:4]
 
 
 def test_switched_off_and_on_again_the_cumulative_delta_is_created_again(twins):
@@ -366,8 +429,7 @@ def test_switched_off_and_on_again_the_cumulative_delta_is_created_again(twins):
     p.model("t", MODEL.format(on="true", cols=COLS))
     p.dbt("run", vars={"dt": DAYS[5]})
     assert "building the cumulative delta failed" not in p.log_text()
-    assert served(p) == DAYS[5:6]
-    same(p)
+    assert same(p)[1]["t"] == DAYS[5:6]
 
 
 def test_a_daily_run_checks_its_rows_as_it_builds_the_cumulative_delta(project):
@@ -395,8 +457,7 @@ def test_a_daily_run_checks_its_rows_as_it_builds_the_cumulative_delta(project):
         f"dt={DAYS[2]}": [(1, "a1"), (2, "b2"), (3, "c"), (4, "d")],
     }
     assert state(p, "t") == expected
-    reads_as(p, "t", expected)
-    assert served(p) == DAYS[1:3]
+    assert reads_as(p, "t", expected) == DAYS[1:3]
     deltas, cumulative = p.partitions("t__delta"), p.partitions("t__cumulative")
 
     day = DAYS[3]
@@ -431,5 +492,4 @@ def test_a_daily_run_checks_its_rows_as_it_builds_the_cumulative_delta(project):
     assert checked in p.log_text()
     expected[f"dt={DAYS[4]}"] = expected[f"dt={day}"]
     assert state(p, "t") == expected
-    reads_as(p, "t", expected)
-    assert served(p) == DAYS[1:5]
+    assert reads_as(p, "t", expected) == DAYS[1:5]

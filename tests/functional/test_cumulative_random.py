@@ -103,12 +103,31 @@ def operation(
     return ("drop_chain_partition", {"partition": {"dt": rng.choice(deltas)}, "branch": "delta"})
 
 
-def apply(p, model: str, op: tuple[str, dict], expect_ok: bool = True) -> None:
+# a project macro: maintenance operations on several models in one run-operation, each call's
+# operation on every model in turn
+ON_MODELS = """
+{% macro on_models(models, op, calls) %}
+  {% for args in calls %}{% for model in models %}
+    {% if op == 'compact_chain' %}{% do compact_chain(model=model, **args) %}
+    {% elif op == 'drop_chain_partition' %}{% do drop_chain_partition(model=model, **args) %}
+    {% elif op == 'expire_chain' %}{% do expire_chain(model=model, **args) %}
+    {% else %}{% do exceptions.raise_compiler_error('no operation ' ~ op) %}{% endif %}
+  {% endfor %}{% endfor %}
+{% endmacro %}
+"""
+
+
+def apply(p, models: Sequence[str], op: tuple[str, dict], expect_ok: bool = True) -> None:
+    """`op` on each of `models` (in this order), in one dbt invocation."""
     name, args = op
     if name == "run":
-        p.dbt("run", "--select", model, vars=args, expect_ok=expect_ok)
+        p.dbt("run", "--select", *models, vars=args, expect_ok=expect_ok)
+    elif len(models) == 1:
+        p.run_op(name, {"model": models[0], **args}, expect_ok=expect_ok)
     else:
-        p.run_op(name, {"model": model, **args}, expect_ok=expect_ok)
+        p.file("macros/on_models.sql", ON_MODELS)
+        calls = {"models": list(models), "op": name, "calls": [args]}
+        p.run_op("on_models", calls, expect_ok=expect_ok)
 
 
 def crash(p, op: tuple[str, dict], point: str, monkeypatch) -> bool:
@@ -116,7 +135,7 @@ def crash(p, op: tuple[str, dict], point: str, monkeypatch) -> bool:
     then ran to its end)."""
     monkeypatch.setenv("CHAINTABLE_FAILPOINT", point)
     try:
-        apply(p, "t", op, expect_ok=False)
+        apply(p, ["t"], op, expect_ok=False)
         return True
     except AssertionError as e:
         assert "unexpectedly succeeded" in str(e)
@@ -159,31 +178,34 @@ def read_ranges(p, queries: dict[str, str], day: str) -> dict[str, dict[str, lis
     return out
 
 
-def history_is_the_full_states(p, rng: random.Random, model: str) -> None:
-    """chain_changes over random pairs of published days and chain_history over a random range
-    (SPEC §8) equal a full diff of the days' states read through the view and the versions
-    `dbt snapshot` records from them (tests/functional/history_expected.py)."""
-    parts = set(p.partitions(f"{model}__snapshot")) | set(p.partitions(f"{model}__delta"))
-    days = sorted(part.split("=")[1] for part in parts)
-    pairs = sorted({tuple(sorted(rng.sample(days, 2))) for _ in range(3)})
-    start = days[rng.randrange(len(days) - 2)]
-    got = read_ranges(
-        p,
-        {
-            "range_changes": ranges_sql("chain_changes", model, pairs, "ct__change, ct__before"),
-            "range_history": ranges_sql("chain_history", model, [(start, days[-1])], "ct__to_dt"),
-        },
-        days[-1],
-    )
-    states: dict[str, dict] = {d: {} for d in days}
-    for r in p.spark.sql(f"select dt, id, v, op, seq from {p.schema}.{model}").collect():
-        states[r[0]][r[1]] = tuple(r)[1:]
-    for a, b in pairs:
-        want = expected.changes(states[a], states[b], a, b)
-        assert expected.ordered(got["range_changes"].get(f"{a}-{b}", [])) == want, (model, a, b)
-    want = expected.versions(states, [d for d in days if d >= start])
-    assert expected.ordered(got["range_history"].get(f"{start}-{days[-1]}", [])) == want, start
-    assert want and any(got["range_changes"].values()), (pairs, start)
+def history_is_the_full_states(p, rng: random.Random, models: Sequence[str]) -> None:
+    """For each of `models`: chain_changes over random pairs of published days and
+    chain_history over a random range (SPEC §8) equal a full diff of the days' states read
+    through the view and the versions `dbt snapshot` records from them
+    (tests/functional/history_expected.py). Every model's ranges compile in one invocation."""
+    queries, draws = {}, []
+    for model in models:
+        parts = set(p.partitions(f"{model}__snapshot")) | set(p.partitions(f"{model}__delta"))
+        days = sorted(part.split("=")[1] for part in parts)
+        pairs = sorted({tuple(sorted(rng.sample(days, 2))) for _ in range(3)})
+        start = days[rng.randrange(len(days) - 2)]
+        extra = "ct__change, ct__before"
+        queries[f"range_changes_{model}"] = ranges_sql("chain_changes", model, pairs, extra)
+        history = ranges_sql("chain_history", model, [(start, days[-1])], "ct__to_dt")
+        queries[f"range_history_{model}"] = history
+        draws.append((model, days, pairs, start))
+    got = read_ranges(p, queries, max(days[-1] for _, days, _, _ in draws))
+    for model, days, pairs, start in draws:
+        states: dict[str, dict] = {d: {} for d in days}
+        for r in p.spark.sql(f"select dt, id, v, op, seq from {p.schema}.{model}").collect():
+            states[r[0]][r[1]] = tuple(r)[1:]
+        changes, versions = got[f"range_changes_{model}"], got[f"range_history_{model}"]
+        for a, b in pairs:
+            want = expected.changes(states[a], states[b], a, b)
+            assert expected.ordered(changes.get(f"{a}-{b}", [])) == want, (model, a, b)
+        want = expected.versions(states, [d for d in days if d >= start])
+        assert expected.ordered(versions.get(f"{start}-{days[-1]}", [])) == want, (model, start)
+        assert want and any(changes.values()), (model, pairs, start)
 
 
 @pytest.mark.parametrize("seed,engine", [(7, "deduplicate"), (15, "partial-update")])
@@ -197,16 +219,16 @@ def test_random_histories_with_crashes_read_as_merge_on_read(project, monkeypatc
     source.add(DAYS[0], full=True)
     p.model("t", MODEL.format(on="true", engine=ENGINES[engine]))
     p.model("m", MODEL.format(on="false", engine=ENGINES[engine]))
-    for model in ("t", "m"):
-        apply(p, model, ("run", {"dt": DAYS[0]}))
+    apply(p, ["t", "m"], ("run", {"dt": DAYS[0]}))
     written, crashes, anchorless = [DAYS[0]], 0, 0
+    after = state(p, "m", COLS)  # m's state before each step: as the step before left it
     kinds = plan(rng)
     for step, kind in enumerate(kinds):
         deltas = sorted(k.split("=")[1] for k in p.partitions("m__delta"))
         op = operation(rng, kind, written, deltas)
         if op[0] == "run":
             source.add(op[1]["dt"])
-        before = state(p, "m", COLS)
+        before = after
         points = RUN_POINTS if op[0] == "run" else COMPACT_POINTS
         point = rng.choice(points) if op[0] != "drop_chain_partition" and step % 2 else None
         if point and not crash(p, op, point, monkeypatch):
@@ -215,7 +237,9 @@ def test_random_histories_with_crashes_read_as_merge_on_read(project, monkeypatc
             crashed = state(p, "t", COLS)
             days = [part.split("=")[1] for part in crashed]
             crashed_reads = chain_reads(p, "t", days, COLS)
-        apply(p, "m", op)
+        # m's operation and t's (its rerun after a crash) in one invocation: m, merged on read
+        # alone, logs no cumulative build
+        apply(p, ["m", "t"], op)
         after = state(p, "m", COLS)
         if point:
             crashes += 1
@@ -226,7 +250,6 @@ def test_random_histories_with_crashes_read_as_merge_on_read(project, monkeypatc
                 assert rows in answers, (step, op, point, part)
                 read = crashed_reads[part.split("=")[1]]
                 assert read in answers, (step, op, point, part)
-        apply(p, "t", op)
         anchorless += "without reading the anchor" in p.log_text()
         assert state(p, "t", COLS) == after, (step, op, point)
         reads_as(p, "t", after, COLS)
@@ -234,19 +257,18 @@ def test_random_histories_with_crashes_read_as_merge_on_read(project, monkeypatc
             written.append(op[1]["dt"])
     assert crashes >= 2
     # t reads days the cumulative delta serves, m merges every day on read
-    for model in ("t", "m"):
-        history_is_the_full_states(p, rng, model)
+    history_is_the_full_states(p, rng, ("t", "m"))
     assert anchorless >= 1 if engine == "deduplicate" else anchorless == 0
     # expiration (every day older than 3650 days before `now`, as far as chains allow), once
     # the snapshots that rewritten deltas left stale are compacted again (until then
     # expiration keeps every day)
-    for day in sorted(k.split("=")[1] for k in p.partitions("m__snapshot")):
-        for model in ("t", "m"):
-            args = {"model": model, "partition": {"dt": day}, "overwrite": True}
-            p.run_op("compact_chain", args)
-    assert state(p, "t", COLS) == state(p, "m", COLS)
+    p.file("macros/on_models.sql", ON_MODELS)
+    snapshots = sorted(k.split("=")[1] for k in p.partitions("m__snapshot"))
+    calls = [{"partition": {"dt": day}, "overwrite": True} for day in snapshots]
+    p.run_op("on_models", {"models": ["t", "m"], "op": "compact_chain", "calls": calls})
     before = state(p, "m", COLS)
-    for model in ("t", "m"):
-        p.run_op("expire_chain", {"model": model, "now": "2045-01-01 00:00:00"})
-    assert state(p, "t", COLS) == state(p, "m", COLS)
-    assert len(state(p, "m", COLS)) < len(before)
+    assert state(p, "t", COLS) == before
+    apply(p, ["t", "m"], ("expire_chain", {"now": "2045-01-01 00:00:00"}))
+    expired = state(p, "m", COLS)
+    assert state(p, "t", COLS) == expired
+    assert len(expired) < len(before)
