@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import history_expected as expected
 from dbt.artifacts.schemas.results import RunStatus
+from helpers import reads_by_part
 
 D = [f"202508{n:02d}" for n in range(1, 6)]
 CONFIG = (
@@ -155,12 +156,11 @@ EXPIRING = (
 
 
 def states(p, model: str, cols: list[str]) -> dict[str, dict[tuple, tuple]]:
-    """{day: {(id, region): the key's values}} read through the view, one day at a time."""
-    out = {}
-    for d in D:
-        rows = p.spark.sql(f"select {', '.join(cols)} from {p.schema}.{model} where dt = '{d}'")
-        out[d] = {(r["id"], r["region"]): tuple(r) for r in rows.collect()}
-    return out
+    """{day: {(id, region): the key's values}} read through the view, one day at a time (each
+    day its own arm of one query, helpers.reads_by_part)."""
+    days = reads_by_part(p, model, {d: f"dt = '{d}'" for d in D}, ", ".join(cols))
+    region = cols.index("region")
+    return {d: {(r[0], r[region]): r for r in rows} for d, rows in days.items()}
 
 
 def expected_changes(state, start: str, end: str, region: str | None) -> list[tuple]:

@@ -35,16 +35,17 @@ ENGINES = {
 }
 PLAIN = {"key": "id", "n": "n", "seq": "seq", "us": "US"}
 RISKY = {"key": "url", "n": "token_n", "seq": "secret_seq", "us": "us_token_url"}
-# several operations over several chains in one dbt invocation: {op, partition, overwrite, now}
+# several operations over several chains in one dbt invocation: each phase is {models, steps},
+# each step {op, partition, overwrite, now}, run in order
 STEPS = """
-{% macro steps(models, steps) %}
-  {% for s in steps %}{% for m in models %}
+{% macro steps(phases) %}
+  {% for phase in phases %}{% for s in phase.steps %}{% for m in phase.models %}
     {% set rel = m if '.' in m else none %}{% set name = none if '.' in m else m %}
     {% if s.op == 'compact' %}
       {% do compact_chain(model=name, relation=rel, partition=s.partition, overwrite=s.overwrite) %}
     {% elif s.op == 'expire' %}{% do expire_chain(model=name, relation=rel, now=s.now) %}
     {% else %}{% do chain_status(model=name, relation=rel) %}{% endif %}
-  {% endfor %}{% endfor %}
+  {% endfor %}{% endfor %}{% endfor %}
 {% endmacro %}
 """
 DAYS = ["20250801", "20250802", "20250803", "20250804"]
@@ -87,26 +88,38 @@ def partitions(p, schema: str, table: str, names: dict[str, str]) -> list[str]:
     return sorted(path.replace(f"region={names['us']}/", "region=US/") for path in paths)
 
 
-def reads(p, model: str, schema: str, names: dict[str, str]) -> dict:
-    """{(region, day): rows} of every day of both branches, through the view, and the
-    partitions of both branches."""
-    cols = f"{names['key']}, v, {names['n']}, region, dt"
-    out: dict = {}
-    for row in p.spark.sql(f"select {cols} from {schema}.{model}").collect():
-        region = "US" if row[3] == names["us"] else row[3]
-        out.setdefault((region, row[4]), []).append(tuple(row[:3]))
-    out = {k: sorted(v, key=repr) for k, v in out.items()}
-    out["branches"] = [partitions(p, schema, f"{model}__{b}", names) for b in ("snapshot", "delta")]
+def reads(p, chains: list[tuple[str, str, dict[str, str]]]) -> dict[str, dict]:
+    """{model: {(region, day): rows}} of every day of both branches of each (model, schema,
+    names), through the views (one query, an arm per chain), with the partitions of both
+    branches under "branches"."""
+    union = " union all ".join(
+        f"select {i} as chain, {names['key']} as k, v, {names['n']} as n, "
+        f"case when region = '{names['us']}' then 'US' else region end as region, dt "
+        f"from {schema}.{model}"
+        for i, (model, schema, names) in enumerate(chains)
+    )
+    out: dict[str, dict] = {model: {} for model, _, _ in chains}
+    for row in p.spark.sql(union).collect():
+        out[chains[row[0]][0]].setdefault((row[4], row[5]), []).append(tuple(row[1:4]))
+    for model, schema, names in chains:
+        got = {k: sorted(v, key=repr) for k, v in out[model].items()}
+        got["branches"] = [
+            partitions(p, schema, f"{model}__{b}", names) for b in ("snapshot", "delta")
+        ]
+        out[model] = got
     return out
 
 
 def same_reads(p, risky_schema: str) -> dict:
     """The reads of each risky chain, checked equal to its twin's."""
-    out = {}
+    got = reads(
+        p,
+        [(f"url_{e}", risky_schema, RISKY) for e in ENGINES]
+        + [(f"ref_{e}", p.schema, PLAIN) for e in ENGINES],
+    )
     for engine in ENGINES:
-        out[engine] = reads(p, f"url_{engine}", risky_schema, RISKY)
-        assert out[engine] == reads(p, f"ref_{engine}", p.schema, PLAIN), engine
-    return out
+        assert got[f"url_{engine}"] == got[f"ref_{engine}"], engine
+    return {engine: got[f"url_{engine}"] for engine in ENGINES}
 
 
 def snapshot_days(got: dict) -> set[str]:
@@ -151,19 +164,24 @@ def test_chains_whose_state_spark_redacts_behave_as_their_plain_twins(project, t
         insert(p, [(*row, DAYS[1]) for row in REWRITE])
         p.dbt("run", "--threads", "4", vars={"dt": DAYS[1]})  # DAYS[2]'s snapshot goes stale
         same_reads(p, risky_schema)
-        p.run_op("steps", {"models": models(RISKY), "steps": [{"op": "status"}]})
+        p.run_op("steps", {"phases": [{"models": models(RISKY), "steps": [{"op": "status"}]}]})
         stale = f"  region=us_token_url/dt={DAYS[2]}  (delta region=us_token_url/dt={DAYS[1]} rewritten)"
         assert p.log_text().count(stale) == len(ENGINES)
         p.dbt("run", "--threads", "4", vars={"dt": DAYS[3]})
         same_reads(p, risky_schema)
-        # the stale snapshot recompacted, a new one by relation (Paimon's partition string)
+        # the stale snapshot recompacted, then a new one by relation (Paimon's partition
+        # string), in one invocation
         relations = [f"{risky_schema}.{m}" for m in models(RISKY)]
-        steps = [{"op": "compact", "partition": {"dt": DAYS[2]}, "overwrite": True}]
-        p.run_op("steps", {"models": both, "steps": steps})
-        steps = [{"op": "compact", "partition": f"dt={DAYS[3]}", "overwrite": False}]
-        p.run_op("steps", {"models": models(PLAIN) + relations, "steps": steps})
+        overwrite = [{"op": "compact", "partition": {"dt": DAYS[2]}, "overwrite": True}]
+        by_relation = [{"op": "compact", "partition": f"dt={DAYS[3]}", "overwrite": False}]
+        phases = [
+            {"models": both, "steps": overwrite},
+            {"models": models(PLAIN) + relations, "steps": by_relation},
+        ]
+        p.run_op("steps", {"phases": phases})
         assert snapshot_days(same_reads(p, risky_schema)) == {DAYS[0], DAYS[2], DAYS[3]}
-        p.run_op("steps", {"models": both, "steps": [{"op": "expire", "now": "2045-01-01"}]})
+        expire = [{"op": "expire", "now": "2045-01-01"}]
+        p.run_op("steps", {"phases": [{"models": both, "steps": expire}]})
         # every snapshot before the cutoff but the last, with its segment's deltas, expired
         got = same_reads(p, risky_schema)
         assert snapshot_days(got) == {DAYS[3]}
