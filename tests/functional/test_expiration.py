@@ -1,12 +1,6 @@
 """Chain-safe partition expiration (docs/design.md#expiration), real dbt against Spark, exact partitions."""
 
-import re
-
 import pytest
-from helpers import module_project, node_messages
-
-# the tests share one history (MODELS, built by one run a step); each changes its own model
-pytestmark = pytest.mark.xdist_group("expiration")
 
 EXPIRING = """
 {{{{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
@@ -45,266 +39,232 @@ STEPS = [
 ]
 
 
-# each test's own model over the same history, by the config it needs
-MODELS = {
-    "dry": "partition_expiration_check_interval='1000 d'",
-    "guard": "partition_expiration_check_interval='1000 d'",
-    "maxn": "partition_expiration_check_interval='1000 d', partition_expiration_max_num=1",
-    "stale": "partition_expiration_check_interval='1000 d', partition_expiration_max_num=1",
-    # interval 1 d: first check at the first run, later runs on the same day skip it
-    "auto": "partition_expiration_check_interval='1 d'",
-}
+def build(p, extra="partition_expiration_check_interval='1 d'"):
+    p.table("changes", "id int, v string, region string, dt string", ROWS)
+    p.model("t", EXPIRING.format(extra=extra))
+    for d, branch, regions in STEPS:
+        vars = {"dt": d, "regions": regions}
+        if branch:
+            vars["branch"] = branch
+        p.dbt("run", vars=vars)
 
 
-@pytest.fixture(scope="module")
-def history(spark, spark_root, tmp_path_factory):
-    """Every model of MODELS through STEPS, one `dbt run --threads 4` of all of them a step;
-    the last step's log kept as `built`."""
-    with module_project(spark, spark_root, tmp_path_factory, "expiration") as p:
-        p.table("changes", "id int, v string, region string, dt string", ROWS)
-        for name, extra in MODELS.items():
-            p.model(name, EXPIRING.format(extra=extra))
-        for d, branch, regions in STEPS:
-            vars = {"dt": d, "regions": regions}
-            if branch:
-                vars["branch"] = branch
-            p.dbt("run", "--threads", "4", vars=vars)  # the models side by side
-        p.built = p.log_text()
-        yield p
+def every_partition(p):
+    return p.full_state()
 
 
-def every_partition(p, m):
-    return p.full_state(m)
-
-
-def test_dry_run_then_expire_per_group_reads_unchanged(history):
-    p, m = history, "dry"
+def test_dry_run_then_expire_per_group_reads_unchanged(project):
+    p = project
+    build(p, extra="partition_expiration_check_interval='1000 d'")
     # the automatic check ran at the first run (real clock, 2026) and found one snapshot only;
     # the 1000-day interval has not elapsed since, so nothing was expired by later runs
-    assert len(p.partitions(f"{m}__snapshot")) == 4
-    before = every_partition(p, m)
+    assert len(p.partitions("t__snapshot")) == 4
+    before = every_partition(p)
     assert before["region=CN/dt=20250315"] == [(1, "a3"), (2, "b4"), (3, "c")]
     assert before["region=EU/dt=20250315"] == [(9, "e2")]
 
-    p.run_op("expire_chain", {"model": m, "now": "2025-03-31 00:00:00", "dry_run": True})
+    p.run_op("expire_chain", {"model": "t", "now": "2025-03-31 00:00:00", "dry_run": True})
     log = p.log_text()
     assert "would drop 1 snapshot and 1 delta partition(s)" in log
     assert "keep anchor snapshot region=CN/dt=20250201" in log
     assert "drop snapshot region=CN/dt=20250101 with region=CN/dt=20250110" in log
     assert "region=US" not in log and "region=EU" not in log
-    assert len(p.partitions(f"{m}__snapshot")) == 4 and len(p.partitions(f"{m}__delta")) == 6
+    assert len(p.partitions("t__snapshot")) == 4 and len(p.partitions("t__delta")) == 6
 
-    p.run_op("chain_status", {"model": m, "now": "2025-03-31 00:00:00"})
+    p.run_op("chain_status", {"model": "t", "now": "2025-03-31 00:00:00"})
     assert "would drop" in p.log_text()
     assert "drop snapshot region=CN/dt=20250101 with region=CN/dt=20250110" in p.log_text()
 
     # cutoff 2025-03-01: CN has S0101, S0201 before it (0301 is not strictly before) -> drop the
     # 0101 segment (with D0110), keep anchor 0201; US (S0301 only) and EU (no snapshot) keep all
-    p.run_op("expire_chain", {"model": m, "now": "2025-03-31 00:00:00"})
+    p.run_op("expire_chain", {"model": "t", "now": "2025-03-31 00:00:00"})
     assert "dropping 1 snapshot and 1 delta partition(s)" in p.log_text()
-    p.run_op("expire_chain", {"model": m, "now": "2025-03-31 00:00:00"})
+    p.run_op("expire_chain", {"model": "t", "now": "2025-03-31 00:00:00"})
     assert "nothing to expire" in p.log_text()  # idempotent
     # the example of docs/design.md#expiration: 30 d on 2025-03-31 -> cutoff 2025-03-01, drop S 0101 and D 0110
-    assert p.partitions(f"{m}__snapshot") == [
+    assert p.partitions("t__snapshot") == [
         "region=CN/dt=20250201",
         "region=CN/dt=20250301",
         "region=US/dt=20250301",
     ]
-    assert p.partitions(f"{m}__delta") == [
+    assert p.partitions("t__delta") == [
         "region=CN/dt=20250210",
         "region=CN/dt=20250315",
         "region=EU/dt=20250110",
         "region=EU/dt=20250315",
         "region=US/dt=20250315",
     ]
-    after = every_partition(p, m)
+    after = every_partition(p)
     assert after == {k: v for k, v in before.items() if k in after}
     assert set(before) - set(after) == {"region=CN/dt=20250101", "region=CN/dt=20250110"}
 
     # later: both older segments go, the anchor 0301 stays; deltas before it went with them
-    p.run_op("expire_chain", {"model": m, "now": "2025-04-20 00:00:00"})
-    assert p.partitions(f"{m}__snapshot") == ["region=CN/dt=20250301", "region=US/dt=20250301"]
-    assert "region=CN/dt=20250210" not in p.partitions(f"{m}__delta")
-    after = every_partition(p, m)
-    assert after == {k: v for k, v in before.items() if k in after}
+    p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
+    assert p.partitions("t__snapshot") == ["region=CN/dt=20250301", "region=US/dt=20250301"]
+    assert "region=CN/dt=20250210" not in p.partitions("t__delta")
+    assert every_partition(p) == {k: v for k, v in before.items() if k in every_partition(p)}
 
 
-def test_max_num_limits_segments_per_run(history):
-    p, m = history, "maxn"
-    p.run_op("expire_chain", {"model": m, "now": "2025-04-20 00:00:00"})
-    assert p.partitions(f"{m}__snapshot") == [
+def test_max_num_limits_segments_per_run(project):
+    p = project
+    build(p, extra="partition_expiration_check_interval='1000 d', partition_expiration_max_num=1")
+    p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
+    assert p.partitions("t__snapshot") == [
         "region=CN/dt=20250201",
         "region=CN/dt=20250301",
         "region=US/dt=20250301",
     ]
-    p.run_op("expire_chain", {"model": m, "now": "2025-04-20 00:00:00"})
-    assert p.partitions(f"{m}__snapshot") == ["region=CN/dt=20250301", "region=US/dt=20250301"]
+    p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
+    assert p.partitions("t__snapshot") == ["region=CN/dt=20250301", "region=US/dt=20250301"]
 
 
-def test_stale_snapshots_keep_only_what_they_are_rebuilt_from(history):
+def test_stale_snapshots_keep_only_what_they_are_rebuilt_from(project):
     """max_num leaves CN's history from snapshot 0201 on, so delta 0205 can be backfilled; it
     leaves nothing stale (0301 after it is a full write). 0315 is compacted; a backfilled delta
     0305 leaves it stale. Until 0315 is recompacted, expiration keeps what it is rebuilt from
     (snapshot 0301 and the deltas after it) but older segments still expire; afterwards the
     0301 segment expires too."""
-    p, m = history, "stale"
-    p.run_op("expire_chain", {"model": m, "now": "2025-04-20 00:00:00"})
+    p = project
+    build(p, extra="partition_expiration_check_interval='1000 d', partition_expiration_max_num=1")
+    p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
     assert "dropping 1 snapshot and 1 delta partition(s)" in p.log_text()  # CN 0101, 0110
-    # days no other model of the history runs
-    p.spark.sql(
-        f"INSERT INTO {p.schema}.changes VALUES (5, 'e', 'CN', '20250205'), "
-        "(4, 'd', 'CN', '20250305')"
+    p.table(
+        "changes",
+        "id int, v string, region string, dt string",
+        [*ROWS, (5, "e", "CN", "20250205"), (4, "d", "CN", "20250305")],
     )
-    run = ("run", "--select", m)
-    p.dbt(*run, vars={"dt": "20250205", "regions": "'CN'"})  # history kept from 0201: allowed
-    p.run_op("chain_status", {"model": m})
+    p.dbt("run", vars={"dt": "20250205", "regions": "'CN'"})  # history kept from 0201: allowed
+    p.run_op("chain_status", {"model": "t"})
     assert "stale snapshots (built before" not in p.log_text()
-    assert p.rows(f"select id, v from {{s}}.{m} where dt = '20250210'") == [
+    assert p.rows("select id, v from {s}.t where dt = '20250210'") == [
         (1, "a3"),
         (2, "b4"),
         (5, "e"),
     ]
-    p.run_op("compact_chain", {"model": m, "partition": {"dt": "20250315"}})
-    p.dbt(*run, vars={"dt": "20250305", "regions": "'CN'"})
-    p.run_op("chain_status", {"model": m})
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250315"}})
+    p.dbt("run", vars={"dt": "20250305", "regions": "'CN'"})
+    p.run_op("chain_status", {"model": "t"})
     assert "region=CN/dt=20250315  (delta region=CN/dt=20250305 rewritten)" in p.log_text()
     assert "region=CN/dt=20250301  (delta" not in p.log_text()  # a full write: not stale
-    p.run_op("expire_chain", {"model": m, "now": "2025-04-20 00:00:00"})  # cutoff 0321
+    p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})  # cutoff 0321
     log = p.log_text()
     assert "region=CN has stale snapshots" in log
     assert "only its history before the snapshot the first of them is rebuilt from" in log
     # CN: only S0201 (with D0205, D0210) goes, S0301 stays for 0315; US: S0301 goes
     assert "dropping 2 snapshot and 2 delta partition(s)" in log
-    assert p.partitions(f"{m}__snapshot") == [
+    assert p.partitions("t__snapshot") == [
         "region=CN/dt=20250301",
         "region=CN/dt=20250315",
         "region=EU/dt=20250315",
         "region=US/dt=20250315",
     ]
-    assert p.partitions(f"{m}__delta") == [
+    assert p.partitions("t__delta") == [
         "region=CN/dt=20250305",
         "region=CN/dt=20250315",
         "region=EU/dt=20250110",
         "region=EU/dt=20250315",
         "region=US/dt=20250315",
     ]
-    p.run_op("compact_chain", {"model": m, "partition": {"dt": "20250315"}, "overwrite": True})
-    before = every_partition(p, m)
+    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250315"}, "overwrite": True})
+    before = every_partition(p)
     assert before["region=CN/dt=20250315"] == [(1, "a3"), (2, "b4"), (3, "c"), (4, "d")]
     assert before["region=US/dt=20250315"] == [(7, "u2")]
-    p.run_op("expire_chain", {"model": m, "now": "2025-04-20 00:00:00"})
+    p.run_op("expire_chain", {"model": "t", "now": "2025-04-20 00:00:00"})
     assert "dropping 1 snapshot and 1 delta partition(s)" in p.log_text()  # CN 0301, 0305
-    assert p.partitions(f"{m}__snapshot") == [
+    assert p.partitions("t__snapshot") == [
         "region=CN/dt=20250315",
         "region=EU/dt=20250315",
         "region=US/dt=20250315",
     ]
-    after = every_partition(p, m)
+    after = every_partition(p)
     assert after == {k: v for k, v in before.items() if k in after}
     assert set(before) - set(after) == {"region=CN/dt=20250301", "region=CN/dt=20250305"}
 
 
-def checked(log: str, m: str) -> bool:
-    """Whether the run's log says model m's expiration check was skipped (checked at ...)."""
-    return re.search(rf"\b{m}`?: partition expiration checked at ", log) is not None
-
-
-def test_automatic_expiration_after_a_run_respects_the_check_interval(history):
-    p, m = history, "auto"
-    # interval 1 d: first check at the first run, later runs on the same day skip it
-    assert checked(p.built, m)
-    assert len(p.partitions(f"{m}__snapshot")) == 4
-    before = every_partition(p, m)
+def test_automatic_expiration_after_a_run_respects_the_check_interval(project):
+    p = project
+    build(p)  # interval 1 d: first check at the first run, later runs on the same day skip it
+    assert "partition expiration checked at" in p.log_text()
+    assert len(p.partitions("t__snapshot")) == 4
+    before = every_partition(p)
     # pretend the last check was two days ago: the next run checks again, with the real clock
     # (2026 and later: every 2025 partition is older than 30 d)
     p.spark.sql(
-        f"ALTER TABLE {p.schema}.{m}__snapshot SET TBLPROPERTIES "
+        f"ALTER TABLE {p.schema}.t__snapshot SET TBLPROPERTIES "
         "('chaintable.last-expire-check' = '2000-01-01 00:00:00')"
     )
-    p.dbt("run", "--select", m, vars={"dt": "20250315", "regions": "'CN', 'US', 'EU'"})
+    p.dbt("run", vars={"dt": "20250315", "regions": "'CN', 'US', 'EU'"})
     assert "dropping 2 snapshot and 2 delta partition(s)" in p.log_text()
-    assert not checked(p.log_text(), m)
-    assert p.partitions(f"{m}__snapshot") == ["region=CN/dt=20250301", "region=US/dt=20250301"]
-    assert p.partitions(f"{m}__delta") == [
+    assert p.partitions("t__snapshot") == ["region=CN/dt=20250301", "region=US/dt=20250301"]
+    assert p.partitions("t__delta") == [
         "region=CN/dt=20250315",
         "region=EU/dt=20250110",
         "region=EU/dt=20250315",
         "region=US/dt=20250315",
     ]
-    after = every_partition(p, m)
+    after = every_partition(p)
     assert after == {k: v for k, v in before.items() if k in after}
-    last = p.rows(f"show tblproperties {{s}}.{m}__snapshot ('chaintable.last-expire-check')")
-    assert last[0][-1] > "2025"
-    p.dbt("run", "--select", m, vars={"dt": "20250315", "regions": "'CN', 'US', 'EU'"})
-    assert checked(p.log_text(), m)
+    last = p.rows("show tblproperties {s}.t__snapshot ('chaintable.last-expire-check')")[0][-1]
+    assert last > "2025"
+    p.dbt("run", vars={"dt": "20250315", "regions": "'CN', 'US', 'EU'"})
+    assert "partition expiration checked at" in p.log_text()
 
 
-def test_drop_guard_refuses_breaking_a_chain(history):
-    p, m = history, "guard"
-    before = every_partition(p, m)
+def test_drop_guard_refuses_breaking_a_chain(project):
+    p = project
+    build(p, extra="partition_expiration_check_interval='1000 d'")
+    before = every_partition(p)
     # S 0101 anchors D 0110 and has no earlier snapshot in CN: refused, nothing dropped
     res = p.run_op(
         "drop_chain_partition",
-        {"model": m, "partition": {"region": "CN", "dt": "20250101"}},
+        {"model": "t", "partition": {"region": "CN", "dt": "20250101"}},
         expect_ok=False,
     )
     assert "region=CN/dt=20250101" in p.log_text() + str(res.exception)
-    assert len(p.partitions(f"{m}__snapshot")) == 4
+    assert len(p.partitions("t__snapshot")) == 4
     # US S 0301 anchors D 0315 with no earlier snapshot: refused too
     p.run_op(
         "drop_chain_partition",
-        {"model": m, "partition": "region=US,dt=20250301"},
+        {"model": "t", "partition": "region=US,dt=20250301"},
         expect_ok=False,
     )
-    assert len(p.partitions(f"{m}__snapshot")) == 4
     # a delta partition may go (it changes later reads, as the user asked)
     p.run_op(
         "drop_chain_partition",
-        {"model": m, "partition": {"region": "EU", "dt": "20250315"}, "branch": "delta"},
+        {"model": "t", "partition": {"region": "EU", "dt": "20250315"}, "branch": "delta"},
     )
-    assert "region=EU/dt=20250315" not in p.partitions(f"{m}__delta")
-    assert every_partition(p, m)["region=CN/dt=20250315"] == before["region=CN/dt=20250315"]
+    assert "region=EU/dt=20250315" not in p.partitions("t__delta")
+    assert every_partition(p)["region=CN/dt=20250315"] == before["region=CN/dt=20250315"]
 
 
-FORMATTERS = {  # model: (config, the error it must fail with)
-    "f_month": (
-        "partition_expiration_check_interval='1 d', partition_timestamp_formatter='yyyyMM'",
-        "does not give a complete date",
-    ),
-    "f_quarter": (
-        "partition_expiration_check_interval='1 d', partition_timestamp_formatter='yyyyMMdd QQQ'",
-        "unsupported pattern letters 'QQQ'",
-    ),
-    "f_pattern": (
-        "partition_timestamp_formatter='yyyyMMdd', partition_timestamp_pattern='$day'",
-        "partition_timestamp_pattern",
-    ),
-}
-
-
-@pytest.fixture(scope="module")
-def bad_formatters(spark, spark_root, tmp_path_factory):
-    """One `dbt run` of every model of FORMATTERS: {model: its error}, and the schema's tables
-    after it."""
-    with module_project(spark, spark_root, tmp_path_factory, "formatters") as p:
-        p.table("changes", "id int, v string, region string, dt string", ROWS)
-        for name, (extra, _) in FORMATTERS.items():
-            p.model(
-                name,
-                EXPIRING.replace(
-                    "partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',",
-                    "partition_timestamp_pattern='$dt',"
-                    if "timestamp_pattern" not in extra
-                    else "",
-                ).format(extra=extra),
-            )
-        messages = node_messages(p.dbt("run", vars={"dt": "20250101"}, expect_ok=False))
-        # nothing written (temporary views another test left in the session are not the schema's)
-        yield messages, [r[1] for r in p.rows("show tables in {s}") if not r[2]]
-
-
-@pytest.mark.parametrize("model", list(FORMATTERS))
-def test_incomplete_formatter_fails_at_config_time(bad_formatters, model):
-    messages, tables = bad_formatters
-    assert FORMATTERS[model][1] in messages[model] and f"'{model}'" in messages[model]
-    assert tables == ["changes"]
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            "partition_expiration_check_interval='1 d', partition_timestamp_formatter='yyyyMM'",
+            "does not give a complete date",
+        ),
+        (
+            "partition_expiration_check_interval='1 d', partition_timestamp_formatter='yyyyMMdd QQQ'",
+            "unsupported pattern letters 'QQQ'",
+        ),
+        (
+            "partition_timestamp_formatter='yyyyMMdd', partition_timestamp_pattern='$day'",
+            "partition_timestamp_pattern",
+        ),
+    ],
+)
+def test_incomplete_formatter_fails_at_config_time(project, extra, message):
+    p = project
+    p.table("changes", "id int, v string, region string, dt string", ROWS)
+    p.model(
+        "t",
+        EXPIRING.replace(
+            "partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',",
+            "partition_timestamp_pattern='$dt'," if "timestamp_pattern" not in extra else "",
+        ).format(extra=extra),
+    )
+    p.dbt("run", vars={"dt": "20250101"}, expect_ok=False)
+    assert message in p.log_text() and "'t'" in p.log_text()
+    # nothing written (temporary views another test left in the session are not the schema's)
+    assert [r[1] for r in p.rows("show tables in {s}") if not r[2]] == ["changes"]
