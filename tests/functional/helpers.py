@@ -4,11 +4,13 @@ a chain's days."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import textwrap
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -175,6 +177,25 @@ def session_output(spark_root: Path) -> dict[str, Any]:
         "host": "localhost",
         "server_side_parameters": session_params(spark_root),
     }
+
+
+@contextlib.contextmanager
+def module_project(spark, spark_root: Path, tmp_path_factory, name: str):
+    """A project on this process's session in a schema of its own, for the history a module's
+    tests share (a module-scoped fixture; mark the module `pytest.mark.xdist_group`)."""
+    schema = "m_" + uuid.uuid4().hex[:10]
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {schema}")
+    try:
+        yield Project(
+            tmp_path_factory.mktemp(name) / "proj", spark, session_output(spark_root), schema
+        )
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
+
+
+def node_messages(res) -> dict[str, str]:
+    """{model: its result's message} of a dbt run (each node's own error, where it failed)."""
+    return {r.node.name: str(r.message) for r in res.result.results}
 
 
 MODEL = """

@@ -8,6 +8,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers import module_project, node_messages, reads_by_part
+
+# the ratio policy's cases share one history, the failing and crashed compactions another
+pytestmark = pytest.mark.xdist_group("compaction_policy")
 
 MODEL = """
 {{{{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
@@ -31,13 +35,11 @@ def expected(rows, region: str, upto: str) -> list[tuple]:
     return sorted(state.items())
 
 
-def reads(p, regions, days) -> dict[tuple[str, str], list[tuple]]:
-    """Every (region, day) read through the view, one at a time."""
-    return {
-        (r, d): p.rows(f"select id, v from {{s}}.t where region = '{r}' and dt = '{d}'")
-        for r in regions
-        for d in days
-    }
+def reads(p, regions, days, view="t") -> dict[tuple[str, str], list[tuple]]:
+    """Every (region, day) read through the view, each its own arm of one union."""
+    pairs = [(r, d) for r in regions for d in days]
+    wheres = {pair: f"region = '{pair[0]}' and dt = '{pair[1]}'" for pair in pairs}
+    return reads_by_part(p, view, wheres, "id, v")
 
 
 def want(rows, regions, days):
@@ -53,10 +55,10 @@ def snapshots(p, view="t"):
     return p.partitions(f"{view}__snapshot")
 
 
-def scratch_tables(p):
-    """The lock and scratch tables (t__chain_map, the view's mapping table, is not one)."""
-    names = p.spark.sql(f"SHOW TABLES IN {p.schema} LIKE 't__chain_*'").collect()
-    return sorted(r[1] for r in names if r[1] != "t__chain_map")
+def scratch_tables(p, view="t"):
+    """The lock and scratch tables (<view>__chain_map, the view's mapping table, is not one)."""
+    names = p.spark.sql(f"SHOW TABLES IN {p.schema} LIKE '{view}__chain_*'").collect()
+    return sorted(r[1] for r in names if r[1] != f"{view}__chain_map")
 
 
 def status(p, view="t") -> str:
@@ -126,49 +128,66 @@ RATIO = (
 )
 
 
+@pytest.fixture(scope="module")
+def ratio(spark, spark_root, tmp_path_factory):
+    """Days 1 to 3 of RATIO in a model with the cumulative delta (r_true) and one without
+    (r_false), one run of both a day."""
+    with module_project(spark, spark_root, tmp_path_factory, "ratio") as p:
+        p.table("changes", "id int, v string, region string, dt string", RATIO)
+        rule = "{'max_cumulative_ratio': 0.3, 'mode': 'deferred'}"
+        for cumulative in ("true", "false"):
+            extra = f", cumulative_delta={cumulative}, chain_compaction={rule}"
+            p.model(f"r_{cumulative}", MODEL.format(extra=extra, where=""))
+        for n in (1, 2, 3):
+            p.dbt("run", "--threads", "2", vars={"dt": day(n)})  # both models side by side
+        yield p
+
+
 @pytest.mark.parametrize("cumulative", ["true", "false"])
-def test_deferred_ratio_policy_is_compacted_by_compact_chain_without_partition(project, cumulative):
+def test_deferred_ratio_policy_is_compacted_by_compact_chain_without_partition(ratio, cumulative):
     """The changed keys are the distinct keys of the newest day's deltas since its anchor, with
     the cumulative delta on or off: the same verdicts."""
-    p = project
-    p.table("changes", "id int, v string, region string, dt string", RATIO)
-    rule = "{'max_cumulative_ratio': 0.3, 'mode': 'deferred'}"
-    p.model(
-        "t",
-        MODEL.format(extra=f", cumulative_delta={cumulative}, chain_compaction={rule}", where=""),
-    )
-    for n in (1, 2, 3):
-        p.dbt("run", vars={"dt": day(n)})
-    text = status(p)
+    p, m = ratio, f"r_{cumulative}"
+    text = status(p, m)
     assert "compaction policy: max_cumulative_ratio 0.3, mode deferred" in text
     assert re.search(
         rf"region=CN\s+dt={day(3)}\s+2\s+no\s+3 changed key\(s\) since the anchor <= 0.3 of 10 "
         r"anchor row\(s\)",
         text,
     )
-    p.dbt("run", vars={"dt": day(4)})
+    p.dbt("run", "--select", m, vars={"dt": day(4)})
     assert "compacting" not in p.log_text()  # deferred: the run compacts nothing
-    assert snapshots(p) == [f"region=CN/dt={day(1)}"]
+    assert snapshots(p, m) == [f"region=CN/dt={day(1)}"]
     assert re.search(
         rf"region=CN\s+dt={day(4)}\s+3\s+yes\s+4 changed key\(s\) since the anchor > "
         r"max_cumulative_ratio 0.3 of 10 anchor row\(s\)",
-        status(p),
+        status(p, m),
     )
-    p.run_op("compact_chain", {"model": "t"})
+    p.run_op("compact_chain", {"model": m})
     assert "compact_chain " in p.log_text() and "(result: true)" in p.log_text()
-    assert snapshots(p) == [f"region=CN/dt={day(1)}", f"region=CN/dt={day(4)}"]
-    p.run_op("compact_chain", {"model": "t"})
+    assert snapshots(p, m) == [f"region=CN/dt={day(1)}", f"region=CN/dt={day(4)}"]
+    p.run_op("compact_chain", {"model": m})
     assert "no compaction due (max_cumulative_ratio 0.3, mode deferred)" in p.log_text()
     assert "(result: false)" in p.log_text()
     days = [day(n) for n in range(1, 5)]
-    assert reads(p, ["CN"], days) == want(RATIO, ["CN"], days)
+    assert reads(p, ["CN"], days, m) == want(RATIO, ["CN"], days)
 
 
-def test_compact_chain_without_partition_needs_a_policy(project):
-    p = project
-    p.table("changes", "id int, v string, region string, dt string", ROWS)
-    p.model("t", MODEL.format(extra="", where=""))
-    p.dbt("run", vars={"dt": day(1)})
+@pytest.fixture(scope="module")
+def policies(spark, spark_root, tmp_path_factory):
+    """Day 1 in a model without a policy (t) and in one with a bad policy (bad), one run of
+    both: {model: its result's message}."""
+    with module_project(spark, spark_root, tmp_path_factory, "policies") as p:
+        p.table("changes", "id int, v string, region string, dt string", ROWS)
+        p.model("t", MODEL.format(extra="", where=""))
+        p.model("bad", MODEL.format(extra=", chain_compaction={'max_chain_length': 0}", where=""))
+        p.messages = node_messages(p.dbt("run", vars={"dt": day(1)}, expect_ok=False))
+        yield p
+
+
+def test_compact_chain_without_partition_needs_a_policy(policies):
+    p = policies
+    assert snapshots(p) == [f"region=CN/dt={day(1)}", f"region=US/dt={day(1)}"]
     p.run_op("compact_chain", {"model": "t"}, expect_ok=False)
     assert (
         f"compact_chain {p.schema}.t: give the partition to compact (e.g. partition: {{dt: "
@@ -176,16 +195,13 @@ def test_compact_chain_without_partition_needs_a_policy(project):
     ) in p.log_text()
 
 
-def test_a_bad_policy_fails_before_anything_is_written(project):
-    p = project
-    p.table("changes", "id int, v string, region string, dt string", ROWS)
-    p.model("t", MODEL.format(extra=", chain_compaction={'max_chain_length': 0}", where=""))
-    p.dbt("run", vars={"dt": day(1)}, expect_ok=False)
+def test_a_bad_policy_fails_before_anything_is_written(policies):
+    p = policies
     assert (
-        "chain_incremental model 't': chain_compaction max_chain_length must be an integer >= 1, "
-        "got 0"
-    ) in p.log_text()
-    assert p.spark.sql(f"SHOW TABLES IN {p.schema} LIKE 't*'").collect() == []
+        "chain_incremental model 'bad': chain_compaction max_chain_length must be an integer "
+        ">= 1, got 0"
+    ) in p.messages["bad"]
+    assert p.spark.sql(f"SHOW TABLES IN {p.schema} LIKE 'bad*'").collect() == []
 
 
 CN = [r for r in ROWS if r[2] == "CN"]
@@ -194,22 +210,25 @@ LENGTH_2 = MODEL.format(
 )
 
 
-@pytest.fixture
-def due_next(project):
-    """CN with a snapshot and one delta: the next day's run makes its chain 2 long, due."""
-    p = project
-    p.table("changes", "id int, v string, region string, dt string", ROWS)
-    p.model("t", LENGTH_2)
-    for n in (1, 2):
-        p.dbt("run", vars={"dt": day(n)})
-    return p
+@pytest.fixture(scope="module")
+def due_next(spark, spark_root, tmp_path_factory):
+    """CN with a snapshot and one delta: the next day's run makes its chain 2 long, due; in
+    model t for the failing compaction and in model `crash` for the crashed one, one run of
+    both a day."""
+    with module_project(spark, spark_root, tmp_path_factory, "due_next") as p:
+        p.table("changes", "id int, v string, region string, dt string", ROWS)
+        p.model("t", LENGTH_2)
+        p.model("crash", LENGTH_2)
+        for n in (1, 2):
+            p.dbt("run", "--threads", "2", vars={"dt": day(n)})  # both models side by side
+        yield p
 
 
 def test_a_failing_inline_compaction_leaves_the_day_published(due_next, monkeypatch):
     p = due_next
     # a statement of the compaction fails (after its rows were staged)
     monkeypatch.setenv("CHAINTABLE_FAILPOINT", "compact.staged:error")
-    p.dbt("run", vars={"dt": day(3)})
+    p.dbt("run", "--select", "t", vars={"dt": day(3)})
     log = p.log_text()
     assert (
         "chain_incremental model 't': the inline compaction failed; the run's delta "
@@ -223,7 +242,7 @@ def test_a_failing_inline_compaction_leaves_the_day_published(due_next, monkeypa
     days = [day(n) for n in (1, 2, 3)]
     assert reads(p, ["CN"], days) == want(CN, ["CN"], days)
     # under --warn-error the failure fails the model; the day stays published all the same
-    p.dbt("--warn-error", "run", vars={"dt": day(3)}, expect_ok=False)
+    p.dbt("--warn-error", "run", "--select", "t", vars={"dt": day(3)}, expect_ok=False)
     assert reads(p, ["CN"], days) == want(CN, ["CN"], days)
     assert scratch_tables(p) == []
     monkeypatch.delenv("CHAINTABLE_FAILPOINT")
@@ -236,19 +255,19 @@ def test_a_failing_inline_compaction_leaves_the_day_published(due_next, monkeypa
 def test_a_crashed_inline_compaction_loses_nothing_and_the_rerun_compacts(due_next, monkeypatch):
     """A crash (CHAINTABLE_FAILPOINT without :error stops as a killed process would: lock held,
     scratch tables left) in the compaction after the day was published."""
-    p = due_next
+    p, m = due_next, "crash"
     monkeypatch.setenv("CHAINTABLE_FAILPOINT", "compact.staged")
-    p.dbt("run", vars={"dt": day(3)}, expect_ok=False)
+    p.dbt("run", "--select", m, vars={"dt": day(3)}, expect_ok=False)
     assert "failpoint compact.staged" in p.log_text()
     monkeypatch.delenv("CHAINTABLE_FAILPOINT")
-    assert "t__chain_lock" in scratch_tables(p)
+    assert f"{m}__chain_lock" in scratch_tables(p, m)
     days = [day(n) for n in (1, 2, 3)]
-    assert reads(p, ["CN"], days) == want(CN, ["CN"], days)  # the day was published
-    p.dbt("run", vars={"dt": day(3)})
+    assert reads(p, ["CN"], days, m) == want(CN, ["CN"], days)  # the day was published
+    p.dbt("run", "--select", m, vars={"dt": day(3)})
     assert "breaking the lock" in p.log_text()
-    assert snapshots(p) == [f"region=CN/dt={day(1)}", f"region=CN/dt={day(3)}"]
-    assert scratch_tables(p) == []
-    assert reads(p, ["CN"], days) == want(CN, ["CN"], days)
+    assert snapshots(p, m) == [f"region=CN/dt={day(1)}", f"region=CN/dt={day(3)}"]
+    assert scratch_tables(p, m) == []
+    assert reads(p, ["CN"], days, m) == want(CN, ["CN"], days)
 
 
 EXPIRY = [
@@ -339,7 +358,7 @@ def test_ratio_policy_decides_the_same_with_the_cumulative_delta_on_and_off(proj
         p.spark.createDataFrame(
             new, "id int, v string, op string, seq int, dt string"
         ).write.insertInto(f"{p.schema}.changes")
-        p.dbt("run", vars={"dt": day})
+        p.dbt("run", "--threads", "2", vars={"dt": day})  # t and m side by side
         written.append(day)
         assert snapshots(p, "t") == snapshots(p, "m"), (step, kind, day)
         assert full_reads(p, "t") == full_reads(p, "m"), (step, kind, day)
