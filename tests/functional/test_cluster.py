@@ -214,7 +214,15 @@ run("run", dt="20250802")
 run("run", dt="20250803")
 run("run-operation", "compact_chain", "--args", json.dumps({"model": "t", "partition": {"dt": "20250802"}}))
 run("run", dt="20250804")
-run("run-operation", "dump")
+# the rows through the session dbt ran on (its own, or the Connect server's): no dbt
+# invocation of its own for them
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+for r in spark.sql(
+    "select concat_ws('|', region, dt, cast(id as string), cast(amount as string), "
+    "coalesce(note, 'NULL')) from s.t where dt in ('20250803', '20250804') order by 1"
+).collect():
+    print("  ROW " + r[0])
 """
 
 
