@@ -53,23 +53,38 @@ models:
 """
 
 
+# chain_status, expire_chain's dry run and a drop the guard refuses, in one run-operation: the
+# refusal raises, so it comes last and the operation fails after logging the other two
+CHECKS = """
+{% macro status_plan_and_refused_drop() %}
+  {% do chain_status(model='t') %}
+  {% do expire_chain(model='t', now='2035-08-20 00:00:00', dry_run=true) %}
+  {% do drop_chain_partition(model='t', partition='region=US,dt=20250801') %}
+{% endmacro %}
+"""
+
+
 def build_history(p, create_source):
+    """The chain's days, a compaction, the downstream model and the model's tests (one `dbt
+    build` for day 4: t, its tests, then by_region); returns the log of CHECKS."""
     create_source(f"CREATE TABLE {p.schema}.changes USING parquet AS {CHANGES}")
     p.model("t", MODEL)
     p.model("by_region", DOWNSTREAM)
     p.file("models/schema.yml", SCHEMA_YML)
+    p.file("macros/checks.sql", CHECKS)
     for d in ("20250801", "20250802", "20250803"):
         p.dbt("run", "--select", "t", vars={"dt": d})
     p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250802"}})
     assert "(result: true)" in p.log_text()
-    p.dbt("run", "--select", "t", vars={"dt": "20250804"})
-    p.dbt("run", "--select", "by_region", vars={"dt": "20250804"})
-    p.dbt("test", vars={"dt": "20250804"})
-    p.run_op("chain_status", {"model": "t"})
-    status = p.log_text()
-    p.run_op("expire_chain", {"model": "t", "now": "2035-08-20 00:00:00", "dry_run": True})
-    dry = p.log_text()
-    return status, dry
+    res = p.dbt("build", vars={"dt": "20250804"})
+    built = sorted((r.node.name[:9], str(r.status)) for r in res.result)
+    assert built == [("by_region", "success"), ("not_null_", "pass"), ("t", "success")] + [
+        ("unique_t_", "pass")
+    ]
+    p.dbt("run-operation", "status_plan_and_refused_drop", expect_ok=False)
+    assert "refusing to drop snapshot" in p.log_text()
+    status = next(m for m in p.logs if m.startswith("chain_status "))
+    return status, "\n".join(m for m in p.logs if m != status)
 
 
 def state_of(p):
@@ -84,7 +99,7 @@ def test_thrift_gives_the_same_rows_as_session(project, thrift_server, tmp_path,
     remote = ThriftProject(tmp_path / "thrift_proj", thrift_server, "r_" + uuid.uuid4().hex[:8])
     remote.sql(f"CREATE DATABASE {remote.schema}")
     try:
-        _status_l, dry_l = build_history(local, lambda sql: local.spark.sql(sql))
+        _, dry_l = build_history(local, lambda sql: local.spark.sql(sql))
         status_r, dry_r = build_history(remote, remote.sql)
         full_l, full_r = state_of(local), state_of(remote)
         assert full_l == full_r
@@ -105,14 +120,8 @@ def test_thrift_gives_the_same_rows_as_session(project, thrift_server, tmp_path,
             "drop snapshot region=CN/dt=20250801" in dry_r
             and "drop snapshot region=CN/dt=20250801" in dry_l
         )
-        # expiration for real, the drop guard, and reads unchanged on both engines
+        # expiration for real (the drop guard refused in build_history), reads unchanged on both
         for p in (local, remote):
-            p.run_op(
-                "drop_chain_partition",
-                {"model": "t", "partition": "region=US,dt=20250801"},
-                expect_ok=False,
-            )
-            assert "refusing to drop snapshot" in p.log_text()
             p.run_op("expire_chain", {"model": "t", "now": "2035-08-20 00:00:00"})
         after_l, after_r = state_of(local), state_of(remote)
         assert after_l == after_r == {k: v for k, v in full_l.items() if k in after_r}
@@ -136,12 +145,14 @@ def test_thrift_refuses_bad_rows_and_keeps_the_chain(thrift_server, tmp_path):
     try:
         p.sql(f"CREATE TABLE {p.schema}.changes USING parquet AS {CHANGES}")
         p.model("t", MODEL)
+        # u (a chain without groups, checked at the end) is run with t on days 1 and 3
+        p.model("u", ONE_GROUP)
         p.dbt("run", vars={"dt": "20250801"})
         p.sql(
             f"INSERT INTO {p.schema}.changes VALUES "
             "(9, 1.00, 'x', '+I', 1, 'CN', '20250802'), (9, 2.00, 'y', '+I', 1, 'CN', '20250802')"
         )
-        p.dbt("run", vars={"dt": "20250802"}, expect_ok=False)
+        p.dbt("run", "--select", "t", vars={"dt": "20250802"}, expect_ok=False)
         assert "2 rows for key (id=9, region='CN', dt='20250802', seq=1)" in p.log_text()
         assert p.partitions("t__delta") == []
         assert p.rows("select count(*) from {s}.t where dt = '20250801'") == [(3,)]
@@ -161,11 +172,11 @@ def test_thrift_refuses_bad_rows_and_keeps_the_chain(thrift_server, tmp_path):
                   - {{name: dt, data_type: string}}
             """)
         p.file("models/schema.yml", contract.format(amount="int"))
-        p.dbt("run", vars={"dt": "20250803"}, expect_ok=False)
+        p.dbt("run", "--select", "t", vars={"dt": "20250803"}, expect_ok=False)
         assert "enforced contract" in p.log_text() and "| amount " in p.log_text()
         assert p.partitions("t__delta") == []
         p.file("models/schema.yml", contract.format(amount="decimal(10,2)"))
-        p.dbt("run", vars={"dt": "20250803"})
+        p.dbt("run", vars={"dt": "20250803"})  # t and u
         assert p.partitions("t__delta") == [
             "region=CN/dt=20250803",
             "region=EU/dt=20250803",
@@ -174,9 +185,6 @@ def test_thrift_refuses_bad_rows_and_keeps_the_chain(thrift_server, tmp_path):
         # a chain without groups: its day's cumulative delta is written by the server to a
         # directory of its own and added as the partition (t, with groups, overwrites the
         # table for all of them at once); both read CN's day 3 alike
-        p.model("u", ONE_GROUP)
-        for d in ("20250801", "20250803"):
-            p.dbt("run", "--select", "u", vars={"dt": d})
         p.run_op("chain_status", {"model": "u"})
         assert re.search(r"dt=20250803 +dt=20250801 +1 +cumulative delta", p.log_text())
         (part,) = p.partitions("u__cumulative")
@@ -206,7 +214,15 @@ run("run", dt="20250802")
 run("run", dt="20250803")
 run("run-operation", "compact_chain", "--args", json.dumps({"model": "t", "partition": {"dt": "20250802"}}))
 run("run", dt="20250804")
-run("run-operation", "dump")
+# the rows through the session dbt ran on (its own, or the Connect server's): no dbt
+# invocation of its own for them
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+for r in spark.sql(
+    "select concat_ws('|', region, dt, cast(id as string), cast(amount as string), "
+    "coalesce(note, 'NULL')) from s.t where dt in ('20250803', '20250804') order by 1"
+).collect():
+    print("  ROW " + r[0])
 """
 
 

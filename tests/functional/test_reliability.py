@@ -22,6 +22,7 @@ GROUPED = """
           chain_partition={'dt': var('dt')}) }}
 select id, v, region, dt from {{ target.schema }}.changes where dt = '{{ var("dt") }}'
 """
+DAY2 = "20250802"
 ROWS = [
     (1, "a", "CN", "20250801"),
     (2, "b", "US", "20250801"),
@@ -136,17 +137,26 @@ def test_crash_at_each_step_of_a_new_day(grouped, monkeypatch, point):
     assert orphan_files(p, "t__delta") == []
 
 
-@pytest.mark.parametrize("point", ["run.staged", "publish.first"])
-def test_crash_rewriting_the_one_partition_of_a_stage_without_partitions(
-    project, monkeypatch, point
-):
+def crash(p, monkeypatch, point, *args, **kwargs):
+    """The dbt command stopped at failpoint `point` (the tables left as a killed process
+    leaves them)."""
+    monkeypatch.setenv("CHAINTABLE_FAILPOINT", point)
+    try:
+        p.dbt(*args, expect_ok=False, **kwargs)
+    finally:
+        monkeypatch.delenv("CHAINTABLE_FAILPOINT")
+    assert f"failpoint {point}" in p.log_text()
+
+
+def test_crash_rewriting_the_one_partition_of_a_stage_without_partitions(project, monkeypatch):
     """chain_partition names every partition column: the run stages its one partition in a
     bare directory, which the lock names, and publishes it as that partition. A crash before
-    the switch leaves the day as before and the rerun deletes the unpublished directory; a
-    crash after it leaves the day as after, and the rerun keeps the published directory and
-    deletes the one switched away from (which the lock recorded before the switch)."""
+    the switch (run.staged) leaves the day as before and the rerun deletes the unpublished
+    directory; a crash after it (publish.first) leaves the day as after, and the rerun keeps
+    the published directory and deletes the one switched away from (which the lock recorded
+    before the switch). Day 2 is written again for each."""
     p = project
-    rows = [(1, "a", "20250801"), (2, "b", "20250801"), (1, "a2", "20250802")]
+    rows = [(1, "a", "20250801"), (2, "b", "20250801"), (1, "a2", DAY2)]
     p.table("changes", "id int, v string, dt string", rows)
     p.model(
         "t",
@@ -157,32 +167,34 @@ def test_crash_rewriting_the_one_partition_of_a_stage_without_partitions(
         """,
     )
     p.dbt("run", vars={"dt": "20250801"})
-    p.dbt("run", vars={"dt": "20250802"})
-    before = full(p)
-    assert before["dt=20250802"] == [(1, "a2"), (2, "b")]
-    p.spark.sql(
-        f"INSERT OVERWRITE TABLE {p.schema}.changes SELECT * FROM VALUES (1, 'a', '20250801'), "
-        "(2, 'b', '20250801'), (2, 'B2', '20250802') AS v(id, v, dt)"
-    )
-    after = {**before, "dt=20250802": [(1, "a"), (2, "B2")]}
-    old_dir = location(p, "t__delta", " PARTITION (dt = '20250802')").rstrip("/")
-    monkeypatch.setenv("CHAINTABLE_FAILPOINT", point)
-    p.dbt("run", vars={"dt": "20250802"}, expect_ok=False)
-    monkeypatch.delenv("CHAINTABLE_FAILPOINT")
-    assert scratch_tables(p) == ["t__chain_lock"]  # no staging table
-    # what the rerun must delete: the unpublished directory, or the one switched away from
-    left = {os.path.dirname(f) for f in orphan_files(p, "t__delta")}
-    now = location(p, "t__delta", " PARTITION (dt = '20250802')").rstrip("/")
-    assert len(left) == 1
-    assert (now == old_dir and left != {old_dir}) if point == "run.staged" else left == {old_dir}
-    assert full(p) == (before if point == "run.staged" else after)
-    p.dbt("run", vars={"dt": "20250802"})
-    assert "breaking the lock" in p.log_text()
-    assert full(p) == after
-    assert scratch_tables(p) == []
-    assert orphan_files(p, "t__delta") == []
-    delta_dir = location(p, "t__delta", " PARTITION (dt = '20250802')")
-    assert "/_chain_v/" in delta_dir and not delta_dir.rstrip("/").endswith("dt=20250802")
+    p.dbt("run", vars={"dt": DAY2})
+    assert full(p)["dt=20250802"] == [(1, "a2"), (2, "b")]
+    for n, point in enumerate(["run.staged", "publish.first"]):
+        before = full(p)
+        p.spark.sql(
+            f"INSERT OVERWRITE TABLE {p.schema}.changes SELECT * FROM VALUES (1, 'a', '20250801'), "
+            f"(2, 'b', '20250801'), (2, 'B{n}', '20250802') AS v(id, v, dt)"
+        )
+        after = {**before, "dt=20250802": [(1, "a"), (2, f"B{n}")]}
+        old_dir = location(p, "t__delta", " PARTITION (dt = '20250802')").rstrip("/")
+        crash(p, monkeypatch, point, "run", vars={"dt": DAY2})
+        assert scratch_tables(p) == ["t__chain_lock"]  # no staging table
+        # what the rerun must delete: the unpublished directory, or the one switched away from
+        left = {os.path.dirname(f) for f in orphan_files(p, "t__delta")}
+        now = location(p, "t__delta", " PARTITION (dt = '20250802')").rstrip("/")
+        assert len(left) == 1
+        if point == "run.staged":
+            assert now == old_dir and left != {old_dir}
+        else:
+            assert left == {old_dir}
+        assert full(p) == (before if point == "run.staged" else after)
+        p.dbt("run", vars={"dt": DAY2})
+        assert "breaking the lock" in p.log_text()
+        assert full(p) == after
+        assert scratch_tables(p) == []
+        assert orphan_files(p, "t__delta") == []
+        delta_dir = location(p, "t__delta", " PARTITION (dt = '20250802')")
+        assert "/_chain_v/" in delta_dir and not delta_dir.rstrip("/").endswith("dt=20250802")
 
 
 @pytest.mark.parametrize(
@@ -456,10 +468,15 @@ args = ["--project-dir", proj, "--profiles-dir", proj]
 def run(*a, **vars):
     res = dbtRunner().invoke(list(a) + args + ["--vars", json.dumps(vars)])
     return res.success
-if step == "setup":
-    ok = run("run", dt="20250801") and run("run", dt="20250802")
-    sys.exit(0 if ok else 1)
 if step == "crash":
+    if not (run("run", dt="20250801") and run("run", dt="20250802")):
+        sys.exit(1)
+    # day 2 differs now, so the rerun's effect is visible; its run is killed mid-publish
+    model = os.path.join(proj, "models", "t.sql")
+    with open(model) as f:
+        text = f.read().replace("'a2'", "'A2'").replace("'b2'", "'B2'")
+    with open(model, "w") as f:
+        f.write(text)
     os.environ["CHAINTABLE_FAILPOINT"] = "publish.first:kill"
     run("run", dt="20250802")
     sys.exit(3)  # not reached: the failpoint SIGKILLs this process
@@ -514,11 +531,8 @@ def test_sigkill_mid_publish_then_rerun(tmp_path):
             timeout=600,
         )
 
-    assert step("setup").returncode == 0
-    # make day 2 differ so the rerun's effect is visible, then crash mid-publish
-    (proj / "models" / "t.sql").write_text(
-        (proj / "models" / "t.sql").read_text().replace("'a2'", "'A2'").replace("'b2'", "'B2'")
-    )
+    # days 1 and 2, then day 2 changed and run again, killed mid-publish: one process (a
+    # process of its own for the days before the crash proves nothing more)
     crashed = step("crash")
     assert crashed.returncode == -9, crashed.stdout[-3000:]
     out = step("rerun")
