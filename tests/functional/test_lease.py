@@ -9,6 +9,8 @@ import datetime as dt
 import threading
 import time
 
+from pyspark.errors import AnalysisException
+
 from dbt.adapters.chaintable.publish import safety
 
 MODEL = """
@@ -131,10 +133,11 @@ def test_a_live_holder_working_far_past_its_lease_is_never_broken(project, monke
             time.sleep(1)
             if not p.spark.sql(f"SHOW TABLES IN {p.schema} LIKE 't__chain_lock'").count():
                 continue
-            props = {
-                r[0]: r[1]
-                for r in p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__chain_lock").collect()
-            }
+            try:
+                rows = p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__chain_lock").collect()
+            except AnalysisException:  # the run ended and dropped its lock since SHOW TABLES
+                continue
+            props = {r[0]: r[1] for r in rows}
             if safety.P_HEARTBEAT not in props:
                 continue
             other = safety.Owner("pod-b", 1, "another")
