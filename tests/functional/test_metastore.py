@@ -4,7 +4,12 @@ orchestrator runs them. Two writers of one chain at once: one commits, the other
 the model and the holder named and writes nothing, and its rerun commits. A writer of another
 chain in the same schema runs beside them without waiting. A reader process loops over the
 published days through all of it, a compaction and an expiration included: no read fails, and
-every answer is one of the day's states."""
+every answer is one of the day's states. A writer of a third chain SIGKILLed on another host
+leaves its lock: a writer is refused while the lease runs, and the rerun after it breaks it.
+
+Both tests read one history (each dbt process starts a JVM, ~10 s): the chain whose writer is
+killed is written by the same processes as the others, its lease running out while the two
+writers of `t` run."""
 
 from __future__ import annotations
 
@@ -14,7 +19,12 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
+
+from dbt.adapters.chaintable.publish.safety import HOST_ENV
 
 CHAIN = """
 {{{{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
@@ -31,26 +41,34 @@ MAINTAIN = """
 {% endmacro %}
 """
 KEYS = {D1: [1, 2, 3, 4], D2: [1, 2, 5]}
+# the reader loops over the days of `t` until `stop` exists, then reads the days of each table
+# of `finals` once (the state a run left, read by another driver)
 READER = """
 import json, os, sys, time
 from pyspark.sql import SparkSession
-params, schema, days, out, stop = json.loads(sys.argv[1]), *sys.argv[2:]
+params, schema, days, out, stop, finals = json.loads(sys.argv[1]), *sys.argv[2:]
 builder = SparkSession.builder.enableHiveSupport()
 for k, v in params.items():
     builder = builder.config(k, v)
 spark = builder.getOrCreate()
+
+def read(f, table):
+    for day in days.split(","):
+        try:
+            n, h = spark.sql(
+                f"select count(*), coalesce(sum(xxhash64(id, v) % 1000000007), 0) from {schema}.{table} "
+                f"where dt = '{day}'").collect()[0]
+            f.write(json.dumps({"table": table, "day": day, "n": n, "hash": h}) + "\\n")
+        except Exception as e:
+            f.write(json.dumps({"table": table, "day": day, "error": str(e)[:500]}) + "\\n")
+        f.flush()
+
 with open(out, "a") as f:
     while not os.path.exists(stop):
-        for day in days.split(","):
-            try:
-                n, h = spark.sql(
-                    f"select count(*), coalesce(sum(xxhash64(id, v) % 1000000007), 0) from {schema}.t "
-                    f"where dt = '{day}'").collect()[0]
-                f.write(json.dumps({"day": day, "n": n, "hash": h}) + "\\n")
-            except Exception as e:
-                f.write(json.dumps({"day": day, "error": str(e)[:500]}) + "\\n")
-            f.flush()
+        read(f, "t")
         time.sleep(0.2)
+    for table in finals.split(","):
+        read(f, table)
 """
 
 
@@ -79,7 +97,7 @@ class Dbt:
         self.root, self.schema = root, schema
         (root / "models").mkdir(parents=True)
         rows = ", ".join(f"({k}, '{d}')" for d in KEYS for k in KEYS[d])
-        for model in ("t", "u"):
+        for model in ("t", "u", "k"):
             (root / "models" / f"{model}.sql").write_text(CHAIN.format(rows=rows))
         (root / "dbt_project.yml").write_text(
             "name: ms\nversion: '1.0'\nconfig-version: 2\nprofile: ms\nmodel-paths: [models]\n"
@@ -90,10 +108,15 @@ class Dbt:
         metastore.write_profile(root, "ms", schema)
         self.exe = str(Path(sys.executable).parent / "dbt")
 
-    def start(self, *args: str, failpoint: str | None = None, **vars: str) -> subprocess.Popen:
-        env = {k: v for k, v in os.environ.items() if k != "CHAINTABLE_FAILPOINT"}
+    def start(
+        self, *args: str, failpoint: str | None = None, host: str | None = None, **vars: str
+    ) -> subprocess.Popen:
+        """A dbt process; `host` names the host it runs on for its lock (HOST_ENV)."""
+        env = {k: v for k, v in os.environ.items() if k not in ("CHAINTABLE_FAILPOINT", HOST_ENV)}
         if failpoint:
             env["CHAINTABLE_FAILPOINT"] = failpoint
+        if host:
+            env[HOST_ENV] = host
         argv = [self.exe, *args, "--project-dir", str(self.root), "--profiles-dir", str(self.root)]
         argv += ["--vars", json.dumps(vars)]
         return subprocess.Popen(
@@ -105,63 +128,107 @@ class Dbt:
             text=True,
         )
 
-    def run(self, *args: str, **vars: str) -> str:
-        proc = self.start(*args, **vars)
+    def run(self, *args: str, **kwargs: str) -> str:
+        return self.ended(self.start(*args, **kwargs))[1]
+
+    def ended(self, proc: subprocess.Popen, code: int = 0) -> tuple[int, str]:
         out, _ = proc.communicate(timeout=600)
-        assert proc.returncode == 0, out[-4000:]
-        return out
+        assert proc.returncode == code, out[-4000:]
+        return proc.returncode, out
 
 
-def test_drivers_on_one_metastore_write_one_chain_in_turn_and_readers_never_fail(
-    metastore, spark, tmp_path
-):
-    schema = "ms_" + uuid.uuid4().hex[:8]
-    dbt = Dbt(tmp_path / "proj", metastore, schema)
-    dbt.run("run", dt=D1)  # the first run: snapshot D1 of both chains
-    stop, log = tmp_path / "stop", tmp_path / "reads.jsonl"
-    reader_script = tmp_path / "reader.py"
-    reader_script.write_text(READER)
+@dataclass
+class History:
+    """What the processes of the history printed and what the reader read."""
+
+    schema: str
+    refused: str = ""  # k's writer on pod-b within the lease
+    writers: dict[str, tuple[int, str]] = field(default_factory=dict)  # tag: (code, output)
+    other: str = ""  # u's writer, beside t's
+    rerun: str = ""  # t's loser again, with k's writer on pod-b after the lease
+    taken: float = 0.0  # seconds from k's kill to the end of the run that took its lock over
+    reads: list[dict] = field(default_factory=list)
+
+    @property
+    def loser(self) -> str:
+        return next(t for t, (c, _) in self.writers.items() if c != 0)
+
+
+def kill_k(dbt: Dbt, h: History) -> float:
+    """k's writer SIGKILLed on pod-a after its partitions were switched; then a writer on pod-b,
+    within the lease (30 s), is refused. The time of the kill."""
+    crashed = dbt.start("run", "-s", "k", failpoint="publish.done:kill", host="pod-a", dt=D2)
+    dbt.ended(crashed, -9)
+    died = time.monotonic()
+    # the pod comes back under another name
+    h.refused = dbt.ended(dbt.start("run", "-s", "k", host="pod-b", dt=D2, tag="r"), 1)[1]
+    return died
+
+
+def write_t_twice(dbt: Dbt, h: History, release: Path) -> None:
+    """Two writers of t at once: whoever takes the lock holds it after its publish until the
+    other one has ended (refused); a writer of u (another chain of the schema) beside them."""
+    hold = f"publish.done:wait={release}"
+    writers = {
+        tag: dbt.start("run", "-s", "t", failpoint=hold, dt=D2, tag=tag) for tag in ("a", "b")
+    }
+    other = dbt.start("run", "-s", "u", dt=D2, tag="u")
+    deadline = time.monotonic() + 600
+    while all(w.poll() is None for w in writers.values()):
+        assert time.monotonic() < deadline, "neither writer of t ended"
+        time.sleep(0.5)
+    release.write_text("")
+    outputs = {tag: w.communicate(timeout=600)[0] for tag, w in writers.items()}
+    h.writers = {tag: (w.returncode, outputs[tag]) for tag, w in writers.items()}
+    assert sorted(c for c, _ in h.writers.values()) == [0, 1], {
+        t: o[-3000:] for t, o in outputs.items()
+    }
+    h.other = dbt.ended(other)[1]
+
+
+@pytest.fixture(scope="module")
+def history(metastore, tmp_path_factory) -> History:
+    tmp = tmp_path_factory.mktemp("ms")
+    h = History("ms_" + uuid.uuid4().hex[:8])
+    dbt = Dbt(tmp / "proj", metastore, h.schema)
+    dbt.run("run", dt=D1)  # the first run: snapshot D1 of the three chains
+    stop, log = tmp / "stop", tmp / "reads.jsonl"
+    (tmp / "reader.py").write_text(READER)
     params = json.dumps(metastore.session_params())
     reader = subprocess.Popen(
-        [sys.executable, str(reader_script), params, schema, f"{D1},{D2}", str(log), str(stop)],
+        [sys.executable, str(tmp / "reader.py"), params, h.schema, f"{D1},{D2}", str(log)]
+        + [str(stop), "k"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        # two writers of t at once: whoever takes the lock holds it after its publish until
-        # the other one has ended (refused)
-        release = tmp_path / "release"
-        hold = f"publish.done:wait={release}"
-        writers = {
-            tag: dbt.start("run", "-s", "t", failpoint=hold, dt=D2, tag=tag) for tag in ("a", "b")
-        }
-        other = dbt.start("run", "-s", "u", dt=D2, tag="u")  # another chain of the schema
-        deadline = time.monotonic() + 600
-        while all(w.poll() is None for w in writers.values()):
-            assert time.monotonic() < deadline, "neither writer of t ended"
-            time.sleep(0.5)
-        release.write_text("")
-        outputs = {tag: w.communicate(timeout=600)[0] for tag, w in writers.items()}
-        other_out = other.communicate(timeout=600)[0]
-        codes = {tag: w.returncode for tag, w in writers.items()}
-        assert sorted(codes.values()) == [0, 1], {t: o[-3000:] for t, o in outputs.items()}
-        winner = next(t for t, c in codes.items() if c == 0)
-        loser = "b" if winner == "a" else "a"
-        assert f"{schema}.t is locked: run of model 't' by process" in outputs[loser]
-        assert "did not start and wrote nothing" in outputs[loser]
-        assert other.returncode == 0, other_out[-3000:]
-        assert "locked" not in other_out
-        # the loser's rerun commits
-        dbt.run("run", "-s", "t", dt=D2, tag=loser)
+        died = kill_k(dbt, h)
+        write_t_twice(dbt, h, tmp / "release")
+        time.sleep(max(0.0, 31 - (time.monotonic() - died)))
+        # the loser's rerun of t, and k's writer on pod-b once the lease has run out
+        h.rerun = dbt.run("run", "-s", "t", "k", host="pod-b", dt=D2, tag=h.loser)
+        h.taken = time.monotonic() - died
         # a compaction, then an expiration, in one dbt process (macros/maintain.sql)
         dbt.run("run-operation", "maintain", dt=D2)
         time.sleep(2)
     finally:
         stop.write_text("")
         reader.wait(timeout=120)
-    reads = [json.loads(line) for line in log.read_text().splitlines()]
-    errors = [r for r in reads if "error" in r]
+    h.reads = [json.loads(line) for line in log.read_text().splitlines()]
+    return h
+
+
+def test_drivers_on_one_metastore_write_one_chain_in_turn_and_readers_never_fail(history, spark):
+    h = history
+    codes = {tag: code for tag, (code, _) in h.writers.items()}
+    assert sorted(codes.values()) == [0, 1], {t: o[-3000:] for t, (_, o) in h.writers.items()}
+    loser = h.loser
+    assert f"{h.schema}.t is locked: run of model 't' by process" in h.writers[loser][1]
+    assert "did not start and wrote nothing" in h.writers[loser][1]
+    assert "locked" not in h.other  # u's writer waited for neither t's writers nor k's lock
+    errors = [r for r in h.reads if "error" in r]
     assert errors == [], errors[:3]
+    reads = [r for r in h.reads if r["table"] == "t"]
     s1 = state({D1: KEYS[D1]}, {})
     allowed = {
         D1: {answer(spark, s1), (0, 0)},  # expired at the end
@@ -171,47 +238,23 @@ def test_drivers_on_one_metastore_write_one_chain_in_turn_and_readers_never_fail
     for day in allowed:
         assert seen[day] <= allowed[day], (day, seen[day], allowed[day])
     assert len(reads) > 40
-    # the final state: D1 expired, D2 the loser's rerun
+    # the final state: D1 expired, D2 the loser's rerun (h.rerun ended with 0: it committed)
     assert seen[D2] >= {answer(spark, state(KEYS, {D2: loser}))}
     assert (0, 0) in seen[D1]
 
 
-def test_a_writer_sigkilled_on_another_host_is_taken_over_after_its_lease(
-    metastore, spark, tmp_path, monkeypatch
-):
+def test_a_writer_sigkilled_on_another_host_is_taken_over_after_its_lease(history, spark):
     """A real crash on the shared catalog: a dbt process on host pod-a SIGKILLed after its
     partitions were switched; a process on pod-b is refused while the lease (30 s) runs,
     then breaks the lock, recovers, and its rerun of the day converges."""
-    from dbt.adapters.chaintable.publish.safety import HOST_ENV
-
-    schema = "mk_" + uuid.uuid4().hex[:8]
-    dbt = Dbt(tmp_path / "proj", metastore, schema)
-    monkeypatch.setenv(HOST_ENV, "pod-b")
-    dbt.run("run", "-s", "t", dt=D1)
-    monkeypatch.setenv(HOST_ENV, "pod-a")
-    crashed = dbt.start("run", "-s", "t", failpoint="publish.done:kill", dt=D2, tag="k")
-    out = crashed.communicate(timeout=600)[0]
-    died = time.monotonic()
-    assert crashed.returncode == -9, out[-3000:]
-    monkeypatch.setenv(HOST_ENV, "pod-b")  # the pod comes back under another name
-    refused = dbt.start("run", "-s", "t", dt=D2, tag="r")
-    out = refused.communicate(timeout=600)[0]
-    assert refused.returncode == 1, out[-3000:]
-    assert "is locked: run of model 't' by process" in out and "on pod-a since" in out
-    assert "lease 0:00:30)" in out
-    time.sleep(max(0.0, 31 - (time.monotonic() - died)))
-    out = dbt.run("run", "-s", "t", dt=D2, tag="r")
-    taken = time.monotonic() - died
-    assert "breaking the lock of run of model 't' by process" in out
-    assert "its heartbeat stopped" in out
-    print(f"lease takeover: {taken:.1f} s after the kill (lease 30 s, one dbt process)")
-    qs = {
-        d: f"select count(*), coalesce(sum(xxhash64(id, v) % 1000000007), 0) from {schema}.t "
-        f"where dt = '{d}'"
-        for d in (D1, D2)
-    }
-    got = {d: tuple(rows[0]) for d, rows in metastore.query(qs, tmp_path).items()}
+    h = history
+    assert "is locked: run of model 'k' by process" in h.refused
+    assert "on pod-a since" in h.refused and "lease 0:00:30)" in h.refused
+    assert "breaking the lock of run of model 'k' by process" in h.rerun
+    assert "its heartbeat stopped" in h.rerun
+    print(f"lease takeover: {h.taken:.1f} s after the kill (lease 30 s, one dbt process)")
+    got = {r["day"]: (r["n"], r["hash"]) for r in h.reads if r["table"] == "k"}
     assert got == {
         D1: answer(spark, state({D1: KEYS[D1]}, {})),
-        D2: answer(spark, state(KEYS, {D2: "r"})),
+        D2: answer(spark, state(KEYS, {D2: h.loser})),
     }

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -133,36 +134,54 @@ def normalized(results: dict[str, list]) -> dict[str, list]:
 
 
 def run_and_compare(
-    run: Callable[[str], None], read: Callable[[dict[str, str]], dict], schema: str, reference
+    run: Callable[[str], None],
+    read: Callable[[dict[str, str]], dict],
+    schema: str,
+    reference: Callable[[], dict[str, dict[str, list]]],
+    days: list[str] = DAYS,
 ) -> None:
-    """Each day of `reference` (the contents after each day run with --threads 1) run with
-    --threads 4 into `<schema>_t4`: after each day the schema reads as the reference."""
-    for day, expected in reference.items():
+    """Each of `days` run with --threads 4 into `<schema>_t4`: after each day the schema reads as
+    the reference (the contents after each day run with --threads 1). The reference is asked for
+    only once the days have run: on the other test worker it may still be building meanwhile."""
+    got = {}
+    for day in days:
         run(day)
-        got = normalized(read(queries(f"{schema}_t4")))
-        assert got == expected, day
+        got[day] = normalized(read(queries(f"{schema}_t4")))
+    expected = reference()
+    for day in days:
+        assert got[day] == expected[day], day
 
 
 @pytest.fixture(scope="module")
-def reference(spark, spark_root, tmp_path_factory) -> dict[str, dict[str, list]]:
+def reference(spark, spark_root, tmp_path_factory) -> Callable[[], dict[str, dict[str, list]]]:
     """Every day of DAYS run with --threads 1 in a session: {day: contents after it}, what every
     run with --threads 4 below must read as, here or on a server. Its tests may run on both test
-    workers (the servers' tests are grouped on one): the first to need it builds it, under a file
+    workers (the servers' tests are grouped on one): the first to call it builds it, under a file
     lock in the directory the workers share, and the other reads what it wrote."""
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent  # this run's directory, above each worker's own
-    with open(shared / "threads-reference.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = shared / "threads-reference.json"
-        if done.exists():
-            return {
-                day: {k: [tuple(r) for r in rows] for k, rows in contents.items()}
-                for day, contents in json.loads(done.read_text()).items()
-            }
-        out = build_reference(spark, spark_root, tmp_path_factory)
-        done.write_text(json.dumps(out))
-        return out
+    built: dict[str, dict[str, list]] = {}
+
+    def get() -> dict[str, dict[str, list]]:
+        if built:
+            return built
+        with open(shared / "threads-reference.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = shared / "threads-reference.json"
+            if done.exists():
+                built.update(
+                    {
+                        day: {k: [tuple(r) for r in rows] for k, rows in contents.items()}
+                        for day, contents in json.loads(done.read_text()).items()
+                    }
+                )
+            else:
+                built.update(build_reference(spark, spark_root, tmp_path_factory))
+                done.write_text(json.dumps(built))
+        return built
+
+    return get
 
 
 def build_reference(spark, spark_root, tmp_path_factory) -> dict[str, dict[str, list]]:
@@ -193,10 +212,9 @@ def build_reference(spark, spark_root, tmp_path_factory) -> dict[str, dict[str, 
     return out
 
 
-def first(reference: dict[str, dict], n: int) -> dict[str, dict]:
-    """The first n days of the reference: on a server, a first load and a day of deltas (with
-    the compaction and the expiration of `c_expiring`) run every model with four threads."""
-    return {day: reference[day] for day in DAYS[:n]}
+# on a server, the first two days: a first load and a day of deltas (with the compaction and the
+# expiration of `c_expiring`) run every model with four threads
+SERVER_DAYS = DAYS[:2]
 
 
 def test_threads_4_over_eight_chains_equal_threads_1_in_a_session(project, reference):
@@ -226,10 +244,77 @@ def test_threads_4_equal_threads_1_on_a_thrift_server(thrift_server, tmp_path, r
 
     try:
         run_and_compare(
-            run, lambda qs: {k: p.sql(q) for k, q in qs.items()}, schema, first(reference, 2)
+            run, lambda qs: {k: p.sql(q) for k, q in qs.items()}, schema, reference, SERVER_DAYS
         )
     finally:
         p.sql(f"DROP DATABASE IF EXISTS {schema}_t4 CASCADE")
+
+
+READER = """
+import json, os, sys, time
+from pyspark.sql import SparkSession
+params, work = json.loads(sys.argv[1]), sys.argv[2]
+builder = SparkSession.builder.enableHiveSupport()
+for k, v in params.items():
+    builder = builder.config(k, v)
+spark = builder.getOrCreate()
+n = 0
+while True:
+    ask = os.path.join(work, f"ask-{n}.json")
+    if not os.path.exists(ask):
+        time.sleep(0.1)
+        continue
+    qs = json.loads(open(ask).read())
+    if qs is None:
+        break
+    # a new session per read: no table metadata cached from the read before
+    s = spark.newSession()
+    out = {k: [list(r) for r in s.sql(q).collect()] for k, q in qs.items()}
+    with open(os.path.join(work, "rows.tmp"), "w") as f:
+        f.write(json.dumps(out))
+    os.rename(os.path.join(work, "rows.tmp"), os.path.join(work, f"rows-{n}.json"))
+    n += 1
+"""
+
+
+class Reader:
+    """A Spark driver of its own on the metastore (as metastore.query, but one process for all
+    the reads of a test: its JVM starts while the first dbt process runs)."""
+
+    def __init__(self, metastore, work: Path):
+        self.work, self.n = work, 0
+        work.mkdir()
+        (work / "reader.py").write_text(READER)
+        params = json.dumps(metastore.session_params())
+        with open(work / "reader.err", "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(work / "reader.py"), params, str(work)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+
+    def ask(self, qs: dict[str, str] | None) -> None:
+        (self.work / "ask.tmp").write_text(json.dumps(qs))
+        (self.work / "ask.tmp").rename(self.work / f"ask-{self.n}.json")
+
+    def query(self, qs: dict[str, str]) -> dict[str, list]:
+        self.ask(qs)
+        rows = self.work / f"rows-{self.n}.json"
+        deadline = time.monotonic() + 600
+        while not rows.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError((self.work / "reader.err").read_text()[-3000:])
+            time.sleep(0.1)
+        self.n += 1
+        return json.loads(rows.read_text())
+
+    def stop(self) -> None:
+        self.ask(None)  # the reader ends
+        try:
+            self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
 
 
 def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(
@@ -241,6 +326,7 @@ def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(
     metastore.write_profile(root, "chain_test", schema)
     dbt = str(Path(sys.executable).parent / "dbt")
     env = {k: v for k, v in os.environ.items() if k != "CHAINTABLE_FAILPOINT"}
+    reader = Reader(metastore, tmp_path / "reader")
 
     def run(day: str) -> None:
         argv = [dbt, "run", "--threads", "4", "--project-dir", str(root)]
@@ -248,7 +334,7 @@ def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(
         out = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stdout[-4000:]
 
-    def read(qs: dict[str, str]) -> dict:
-        return metastore.query(qs, tmp_path)
-
-    run_and_compare(run, read, schema, first(reference, 2))
+    try:
+        run_and_compare(run, reader.query, schema, reference, SERVER_DAYS)
+    finally:
+        reader.stop()
