@@ -337,7 +337,8 @@ def main() -> int:
     spark = start_spark(root, args.driver_memory)
     print(f"generating {args.rows} rows x {args.days} days, rate {args.rate} ...", flush=True)
     src_counts = generate_source(spark, args.rows, days, args.rate, 1)
-    proj = write_project(root, 1, "window", args.compact_every)
+    policy = f"{{'max_chain_length': {args.compact_every}, 'mode': 'inline'}}"
+    proj = write_project(root, 1, "window", policy)
     write_downstream(proj)
     dbt = Dbt(proj, spark)
     dbt.invoke("parse")  # loads dbt and the adapter: not part of any day
