@@ -20,7 +20,8 @@ bench_chain_n2000000_g16.json the same with one chain per group (--groups 16). T
 `_unsorted*` files are runs of the code before the compaction wrote its output sorted by key:
 history, not shown. bench_sweep_n2000000.json is the break-even map (bench_sweep.py; its
 `_r<rate>` files are the bench_chain runs it was made of). bench_readers_n500000.json and
-bench_threads_n200000.json are the latest runs of those scripts at their defaults. The goals and whether each was met are read from the
+bench_threads_n200000.json are the latest runs of those scripts at their defaults. bench_history_n10000000.json
+(bench_history.py, 9 days, 1 timed round a read) is quoted in the README's History section. The goals and whether each was met are read from the
 JSON, as bench_chain.py recorded them. Reads only JSON: no Spark, no dbt.
 """
 
