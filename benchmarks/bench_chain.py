@@ -73,11 +73,12 @@ GOALS = {  # chain / baseline
 GOALS_AT = {10_000_000: GOALS, 2_000_000: {"daily_run": 0.40}}
 
 
-def chain_policy(args: argparse.Namespace) -> str:
-    """The chain's chain_compaction config, as the model's SQL spells it."""
-    if args.max_cumulative_ratio is not None:
-        return f"{{'max_cumulative_ratio': {args.max_cumulative_ratio}, 'mode': 'inline'}}"
-    return f"{{'max_chain_length': {args.compact_every}, 'mode': 'inline'}}"
+def chain_policy(compact_every: int, max_cumulative_ratio: float | None = None) -> str:
+    """The chain's chain_compaction config (inline), as the model's SQL spells it: a snapshot
+    every `compact_every` deltas, or once the keys changed exceed `max_cumulative_ratio`."""
+    if max_cumulative_ratio is not None:
+        return f"{{'max_cumulative_ratio': {max_cumulative_ratio}, 'mode': 'inline'}}"
+    return f"{{'max_chain_length': {compact_every}, 'mode': 'inline'}}"
 
 
 def goals_for(rows: int) -> dict[str, float]:
@@ -459,7 +460,11 @@ def main() -> int:
         f"  source rows per day: {src_counts[days[0]]} then ~{src_counts[days[-1]]} ({gen_s:.0f} s)"
     )
     proj = write_project(
-        root, args.groups, args.baseline_sql, chain_policy(args), args.cumulative_delta == "on"
+        root,
+        args.groups,
+        args.baseline_sql,
+        chain_policy(args.compact_every, args.max_cumulative_ratio),
+        args.cumulative_delta == "on",
     )
     dbt = Dbt(proj, spark)
     dbt.invoke("parse")  # the first invocation loads dbt and the adapter: not part of any day

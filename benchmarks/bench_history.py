@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_chain import (
     SCHEMA,
     VALUE_COLS,
+    chain_policy,
     compile_s,
     day_values,
     generate_source,
@@ -211,7 +212,7 @@ def run_day(
     print("  ".join(line), flush=True)
 
 
-def summarize(log: dict[str, list[Any]], days: list[str]) -> dict[str, Any]:
+def summarize(log: dict[str, list[Any]]) -> dict[str, Any]:
     """Per day (2..D) the seconds of each side and the ratios; medians over the ordinary days
     and, apart, over the days whose chain run compacted."""
     walls = {(r["day"], r["model"]): r["wall_s"] for r in log["downstream"]}
@@ -337,15 +338,14 @@ def main() -> int:
     spark = start_spark(root, args.driver_memory)
     print(f"generating {args.rows} rows x {args.days} days, rate {args.rate} ...", flush=True)
     src_counts = generate_source(spark, args.rows, days, args.rate, 1)
-    policy = f"{{'max_chain_length': {args.compact_every}, 'mode': 'inline'}}"
-    proj = write_project(root, 1, "window", policy)
+    proj = write_project(root, 1, "window", chain_policy(args.compact_every))
     write_downstream(proj)
     dbt = Dbt(proj, spark)
     dbt.invoke("parse")  # loads dbt and the adapter: not part of any day
     log: dict[str, list[Any]] = {"ods": [], "downstream": [], "changes": [], "compact_days": []}
     for i in range(len(days)):
         run_day(spark, dbt, days, i, args.read_repeats, log)
-    summary = summarize(log, days)
+    summary = summarize(log)
     m = summary["ordinary"] or {}
     result = {
         "params": {
