@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import CHILD_JVM_OPTS, SHARED_CLASSES, Project, session_output, session_params
+from helpers import CHILD_JVM_OPTS, SHARED_CLASSES, Project, schema_project, session_params
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
@@ -73,11 +73,8 @@ def spark(spark_root):
 
 @pytest.fixture
 def project(spark, spark_root, tmp_path) -> Project:
-    schema = "t_" + uuid.uuid4().hex[:10]
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {schema}")
-    p = Project(tmp_path / "proj", spark, session_output(spark_root), schema)
-    yield p
-    spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
+    with schema_project(spark, spark_root, tmp_path / "proj") as p:
+        yield p
 
 
 @pytest.fixture

@@ -180,17 +180,20 @@ def session_output(spark_root: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def module_project(spark, spark_root: Path, tmp_path_factory, name: str):
-    """A project on this process's session in a schema of its own, for the history a module's
-    tests share (a module-scoped fixture; mark the module `pytest.mark.xdist_group`)."""
-    schema = "m_" + uuid.uuid4().hex[:10]
+def schema_project(spark, spark_root: Path, root: Path, prefix: str = "t_"):
+    """A project in `root` on this process's session, in a schema of its own dropped after."""
+    schema = prefix + uuid.uuid4().hex[:10]
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {schema}")
     try:
-        yield Project(
-            tmp_path_factory.mktemp(name) / "proj", spark, session_output(spark_root), schema
-        )
+        yield Project(root, spark, session_output(spark_root), schema)
     finally:
         spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
+
+
+def module_project(spark, spark_root: Path, tmp_path_factory, name: str):
+    """schema_project for the history a module's tests share (a module-scoped fixture; mark
+    the module `pytest.mark.xdist_group`)."""
+    return schema_project(spark, spark_root, tmp_path_factory.mktemp(name) / "proj", "m_")
 
 
 def node_messages(res) -> dict[str, str]:
