@@ -55,21 +55,18 @@ def run_chains(p, chains, day: str | None = None, expect_ok: bool = True) -> Non
 
 
 def die_at_own_step(monkeypatch) -> None:
-    """Each chain's writer dies at its own step of the run: failpoints.failpoint as
-    CHAINTABLE_FAILPOINT=<step> (SimulatedCrash), but only in the thread running that chain
-    (dbt's node context of the thread names it)."""
+    """Each chain's writer dies at its own step of the run: CHAINTABLE_FAILPOINT=<step>
+    (SimulatedCrash), but asked for only in the thread running that chain (dbt's node context
+    of the thread names it)."""
     from dbt_common.events.contextvars import get_node_info
 
     from dbt.adapters.chaintable.base import failpoints
-    from dbt.adapters.chaintable.publish import publisher
-    from dbt.adapters.chaintable.run import finish, flow
 
-    def failpoint(name: str) -> None:
-        if CHAINS.get(get_node_info().get("node_name", "")) == name:
-            raise failpoints.SimulatedCrash(f"failpoint {name}")
-
-    for module in (flow, publisher, finish):
-        monkeypatch.setattr(module, "failpoint", failpoint)
+    monkeypatch.setattr(
+        failpoints,
+        "wanted_failpoint",
+        lambda: CHAINS.get(get_node_info().get("node_name", "")),
+    )
 
 
 def test_a_writer_on_another_host_dead_at_a_step_is_taken_over_after_its_lease(

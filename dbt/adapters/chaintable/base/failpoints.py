@@ -21,7 +21,7 @@ def failpoint(name: str) -> None:
     `wait=<path>` holds it until the test creates that file (at most ten minutes), so a lock test
     holds a writer exactly as long as it needs; otherwise it raises SimulatedCrash (for in-process tests). Unset in production: one dict
     lookup."""
-    wanted = os.environ.get("CHAINTABLE_FAILPOINT")
+    wanted = wanted_failpoint()
     if not wanted:
         return
     point, _, how = wanted.partition(":")
@@ -42,6 +42,12 @@ def failpoint(name: str) -> None:
     if how == "error":
         raise DbtRuntimeError(f"failpoint {name}: a statement failed")
     raise SimulatedCrash(f"failpoint {name}")
+
+
+def wanted_failpoint() -> str | None:
+    """The failpoint asked for: CHAINTABLE_FAILPOINT. A test whose writers run in threads of one
+    process replaces this function to ask for a step in one thread only."""
+    return os.environ.get("CHAINTABLE_FAILPOINT")
 
 
 def _wait_for(path: str, timeout: float = 600.0) -> None:
