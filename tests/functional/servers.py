@@ -16,10 +16,12 @@ Popen PID is the JVM's) in its own process group; logs, warehouse and the Derby 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -317,18 +319,6 @@ def start_standalone(
     return server
 
 
-QUERY_SCRIPT = """
-import json, sys
-from pyspark.sql import SparkSession
-params, qs = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-builder = SparkSession.builder.enableHiveSupport()
-for k, v in params.items():
-    builder = builder.config(k, v)
-spark = builder.getOrCreate()
-print("RESULT " + json.dumps({k: [list(r) for r in spark.sql(q).collect()] for k, q in qs.items()}))
-"""
-
-
 @dataclass
 class Metastore:
     """A Hive metastore service on a private PostgreSQL, started by scripts/spark-local.sh."""
@@ -361,8 +351,6 @@ class Metastore:
 
     def write_profile(self, root: Path, profile: str, schema: str) -> None:
         """profiles.yml in `root`: a session-mode target `t` on this metastore."""
-        import json
-
         output = {
             "type": "chaintable",
             "method": "session",
@@ -373,24 +361,6 @@ class Metastore:
         (root / "profiles.yml").write_text(
             json.dumps({profile: {"target": "t", "outputs": {"t": output}}})
         )
-
-    def query(self, queries: dict[str, str], work_dir: Path) -> dict[str, list]:
-        """{name: rows} of each SQL query, run by a Spark driver of its own on this metastore."""
-        import json
-        import sys
-
-        script = work_dir / "metastore_query.py"
-        script.write_text(QUERY_SCRIPT)
-        params = json.dumps(self.session_params())
-        out = subprocess.run(
-            [sys.executable, str(script), params, json.dumps(queries)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
-        assert line is not None, out.stdout[-3000:] + out.stderr[-3000:]
-        return json.loads(line[len("RESULT ") :])
 
     def _script(self, *args: str) -> subprocess.CompletedProcess:
         env = {
@@ -427,3 +397,70 @@ def start_metastore(state_dir: Path) -> Metastore:
         raise RuntimeError(f"metastore did not start:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     server.startup_seconds = time.monotonic() - started
     return server
+
+
+READER = """
+import json, os, sys, time
+from pyspark.sql import SparkSession
+params, work = json.loads(sys.argv[1]), sys.argv[2]
+builder = SparkSession.builder.enableHiveSupport()
+for k, v in params.items():
+    builder = builder.config(k, v)
+spark = builder.getOrCreate()
+n = 0
+while True:
+    ask = os.path.join(work, f"ask-{n}.json")
+    if not os.path.exists(ask):
+        time.sleep(0.1)
+        continue
+    qs = json.loads(open(ask).read())
+    if qs is None:
+        break
+    # a new session per read: no table metadata cached from the read before
+    s = spark.newSession()
+    out = {k: [list(r) for r in s.sql(q).collect()] for k, q in qs.items()}
+    with open(os.path.join(work, "rows.tmp"), "w") as f:
+        f.write(json.dumps(out))
+    os.rename(os.path.join(work, "rows.tmp"), os.path.join(work, f"rows-{n}.json"))
+    n += 1
+"""
+
+
+class MetastoreReader:
+    """A Spark driver of its own on a metastore service, for a test's reads there: one process
+    for all of them (its JVM starts while the first dbt process runs)."""
+
+    def __init__(self, metastore: Metastore, work: Path):
+        self.work, self.n = work, 0
+        work.mkdir()
+        (work / "reader.py").write_text(READER)
+        params = json.dumps(metastore.session_params())
+        with open(work / "reader.err", "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(work / "reader.py"), params, str(work)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+
+    def ask(self, qs: dict[str, str] | None) -> None:
+        (self.work / "ask.tmp").write_text(json.dumps(qs))
+        (self.work / "ask.tmp").rename(self.work / f"ask-{self.n}.json")
+
+    def query(self, qs: dict[str, str]) -> dict[str, list]:
+        self.ask(qs)
+        rows = self.work / f"rows-{self.n}.json"
+        deadline = time.monotonic() + 600
+        while not rows.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError((self.work / "reader.err").read_text()[-3000:])
+            time.sleep(0.1)
+        self.n += 1
+        return json.loads(rows.read_text())
+
+    def stop(self) -> None:
+        self.ask(None)  # the reader ends
+        try:
+            self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
