@@ -22,21 +22,35 @@ from helpers import (
 
 from dbt.adapters.chaintable.chain.catalog import READER_GRACE_ENV
 
+# shorter than the default 15 s to keep the tests short; an unloaded read takes well under 1 s
+GRACE = 5.0
+
+
+def beyond_the_grace(failures: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    """The failed reads (seconds the read ran, error) the reader grace does not cover: every
+    failure but a query that ran longer than the grace and then missed a file deleted after it
+    (a query planned before a change reads what the change stopped pointing at for the grace,
+    not longer; on a loaded 2-core machine one tiny read took 7.9 s)."""
+    return [
+        (took, error)
+        for took, error in failures
+        if not (took > GRACE and "FAILED_READ_FILE.FILE_NOT_EXIST" in error)
+    ]
+
 
 def test_readers_in_other_sessions_never_lose_the_view(thrift_server, tmp_path, monkeypatch):
     """Three reader sessions on the Thrift Server loop over the published days while the chain
     takes daily runs, a compaction, a new column and an expiration, each of which points the
-    view at a new layout: every read succeeds and gives the day's answer from before or after
-    the change (only the expiration changes the days read). The view is
-    altered in place (ALTER VIEW AS), never replaced: Spark runs CREATE OR REPLACE VIEW as a
+    view at a new layout: every read that runs within the reader grace succeeds and gives the
+    day's answer from before or after the change (only the expiration changes the days read).
+    The view is altered in place (ALTER VIEW AS), never replaced: Spark runs CREATE OR REPLACE VIEW as a
     drop and a create in the metastore, and a reader between the two found no view."""
     import threading
     import time
 
     from pyhive import hive
 
-    # shorter than the default 15 s to keep the test short; the reads take well under 1 s
-    monkeypatch.setenv(READER_GRACE_ENV, "5")
+    monkeypatch.setenv(READER_GRACE_ENV, str(GRACE))
     p = ThriftProject(tmp_path / "proj", thrift_server, "s_" + uuid.uuid4().hex[:8])
     p.sql(f"CREATE DATABASE {p.schema}")
     days = ["20250801", "20250802", "20250803"]
@@ -108,7 +122,7 @@ def test_readers_in_other_sessions_never_lose_the_view(thrift_server, tmp_path, 
         stop.set()
         for t in threads:
             t.join(timeout=120)
-        assert errors == []
+        assert beyond_the_grace([(took, error) for _, took, error in errors]) == []
         assert len(answers) >= 3 * len(days)
         allowed = {(d, expected[d]) for d in days} | {(d, gone) for d in days[:2]}
         assert set(answers) <= allowed
@@ -328,7 +342,8 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
     """The reader test of a Thrift Server, on a Spark Connect server: dbt runs in session mode
     with SPARK_REMOTE (in a process of its own, DbtProcess) while three Spark Connect sessions
     of another process loop over the published days; daily runs, a compaction, a new column and
-    an expiration: every read succeeds with the day's answer from before or after the change."""
+    an expiration: every read that runs within the reader grace succeeds with the day's answer
+    from before or after the change."""
     import time
 
     root = tmp_path_factory.mktemp("connect_readers")
@@ -345,8 +360,7 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
         **os.environ,
         "SPARK_REMOTE": server.url,
         "DERBY_SYSTEM_HOME": str(root),
-        # shorter than the default 15 s to keep the test short; the reads take well under 1 s
-        READER_GRACE_ENV: "5",
+        READER_GRACE_ENV: str(GRACE),
     }
     env.pop("CHAINTABLE_FAILPOINT", None)
 
@@ -409,7 +423,8 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
         out, _ = readers.communicate(timeout=120)
         assert readers.returncode == 0, out[-3000:]
         records = reads()
-        assert [r for r in records if "error" in r] == []
+        failures = [r["error"].split("s ", 1) for r in records if "error" in r]
+        assert beyond_the_grace([(float(took), error) for took, error in failures]) == []
         assert len(records) >= 3 * len(days)
         answers = {(r["day"], tuple(r["answer"])) for r in records}
         gone = ("0", "None")
