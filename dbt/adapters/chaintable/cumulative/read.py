@@ -30,6 +30,28 @@ def bit(column_sql: str) -> str:
     return f"shiftleft(1L, CAST(CAST({column_sql} AS BIGINT) & {2**MASK_SHIFT - 1} AS INT))"
 
 
+def masked_on(others: Sequence[str], mask: str) -> str:
+    """The anti join's condition of an anchor row `__a` and a mask row `__k`: equal `others`
+    (group keys, a mapped read's targets), the same block of `mask`, the row's bit set.
+    Spark probes a broadcast map of one long key much faster than one of several keys or of a
+    string (10M rows, 16 groups, a delta-only day's read: 3.96 s -> 3.07 s, the classic stored
+    day 2.65 s). So the key is the block mixed with a hash of `others` (blocks of other groups
+    rarely share it), and the exact equalities go into the condition, inside coalesce, which
+    Spark does not take for join keys."""
+    a_block, k_block = block("__a." + q(mask)), block("__k." + q(mask))
+    hit = f"(__k.{q(MASK_COLUMN)} & {bit('__a.' + q(mask))}) <> 0"
+    if not others:
+        return f"{a_block} = {k_block} AND {hit}"
+    mixed = {
+        side: f"(xxhash64({cols_sql(others, side)}) ^ {blk})"
+        for side, blk in (("__a", a_block), ("__k", k_block))
+    }
+    exact = [f"coalesce(__a.{q(o)} = __k.{q(o)}, false)" for o in others]
+    return " AND ".join(
+        [f"{mixed['__a']} = {mixed['__k']}", *exact, f"coalesce({a_block} = {k_block}, false)", hit]
+    )
+
+
 def read_parts(
     opts: ChainOptions,
     columns: Sequence[str],
@@ -53,14 +75,7 @@ def read_parts(
         on = on_keys(keys, "__a", "__k")
         kept = cols_sql(keys) or "true AS __chain_any"
     else:
-        groups = [k for k in keys if k.lower() != mask.lower()]
-        on = " AND ".join(
-            [
-                *(f"__a.{q(g)} = __k.{q(g)}" for g in groups),
-                f"{block('__a.' + q(mask))} = {block('__k.' + q(mask))}",
-                f"(__k.{q(MASK_COLUMN)} & {bit('__a.' + q(mask))}) <> 0",
-            ]
-        )
+        on = masked_on([k for k in keys if k.lower() != mask.lower()], mask)
         kept = cols_sql([*keys, MASK_COLUMN])
     key_rows = keys_sql(keys, keys_from, mask, where)
     untouched = (
