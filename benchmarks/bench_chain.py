@@ -33,6 +33,7 @@ import re
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -163,9 +164,15 @@ def generate_source(spark, rows: int, days: list[str], rate: float, groups: int)
 
 # ---- the dbt project -------------------------------------------------------------------------
 def write_project(
-    root: Path, groups: int, baseline_sql: str, policy: str, cumulative_delta: bool = True
+    root: Path,
+    groups: int,
+    baseline_sql: str,
+    policy: str,
+    cumulative_delta: bool = True,
+    output: dict[str, Any] | None = None,
 ) -> Path:
-    """The project of the two models; `policy` is the chain's chain_compaction (chain_policy)."""
+    """The project of the two models; `policy` is the chain's chain_compaction (chain_policy);
+    `output` the profile's target (default: a session in this process, catalog under `root`)."""
     proj = root / "project"
     (proj / "models").mkdir(parents=True)
     part = ["grp", "dt"] if groups > 1 else ["dt"]
@@ -179,7 +186,7 @@ def write_project(
         model-paths: [models]
         """)
     )
-    output = {
+    output = output or {
         "type": "chaintable",
         "method": "session",
         "host": "localhost",
@@ -251,14 +258,33 @@ def write_project(
 
 
 # ---- measurements ----------------------------------------------------------------------------
+def session_query(spark) -> Callable[[str], tuple[tuple, float | None]]:
+    """A query through the in-process session: its first row, and the seconds to its executed
+    plan (parse, analysis, optimization, planning), which only a local JVM can tell apart."""
+
+    def query(sql: str) -> tuple[tuple, float | None]:
+        t0 = time.perf_counter()
+        df = spark.sql(sql)
+        df._jdf.queryExecution().executedPlan()
+        planned = time.perf_counter() - t0
+        return tuple(df.collect()[0]), planned
+
+    return query
+
+
 def read_days(
-    spark, relations: dict[str, str], day: str, groups: int, repeats: int
+    query: Callable[[str], tuple[tuple, float | None]],
+    relations: dict[str, str],
+    day: str,
+    groups: int,
+    repeats: int,
 ) -> dict[str, dict[str, Any]]:
     """count(*) and a checksum over every column of one day's full state, read through each of
-    `relations` ({label: relation}): one untimed warm-up read each, then `repeats` rounds that
-    read every relation once, each round in another order, so that whatever drifts during the
-    measurement (the JVM's compiler, the garbage collector, the page cache) falls on every
-    relation alike; the median of the timed reads of each."""
+    `relations` ({label: relation}) by `query` (session_query, or a server's client): one
+    untimed warm-up read each, then `repeats` rounds that read every relation once, each round
+    in another order, so that whatever drifts during the measurement (the JVM's compiler, the
+    garbage collector, the page cache) falls on every relation alike; the median of the timed
+    reads of each."""
     cols = ["id"] + VALUE_COLS + ["op", "seq"] + (["grp"] if groups > 1 else []) + ["dt"]
 
     def sql(relation: str) -> str:
@@ -268,18 +294,16 @@ def read_days(
         )
 
     labels = list(relations)
-    results = {k: tuple(spark.sql(sql(relations[k])).collect()[0]) for k in labels}
+    results = {k: query(sql(relations[k]))[0] for k in labels}
     times: dict[str, list[float]] = {k: [] for k in labels}
     plans: dict[str, list[float]] = {k: [] for k in labels}
     for i in range(repeats):
         for k in labels[i % len(labels) :] + labels[: i % len(labels)]:
             t0 = time.perf_counter()
-            df = spark.sql(sql(relations[k]))
-            df._jdf.queryExecution().executedPlan()  # parse, analysis, optimization, planning
-            t1 = time.perf_counter()
-            again = tuple(df.collect()[0])
+            again, planned = query(sql(relations[k]))
             times[k].append(time.perf_counter() - t0)
-            plans[k].append(t1 - t0)
+            if planned is not None:
+                plans[k].append(planned)
             assert again == results[k], f"{k} {day}: non-deterministic read {again}"
     return {
         k: {
@@ -288,7 +312,7 @@ def read_days(
             "times_s": times[k],
             "median_s": median(times[k]),
             "planning_s": plans[k],
-            "planning_median_s": median(plans[k]),
+            "planning_median_s": median(plans[k]) if plans[k] else None,
         }
         for k in labels
     }
@@ -487,7 +511,7 @@ def main() -> int:
             "view": f"{SCHEMA}.ods_chain",
             "chain_read": f"({sub}) __day",
         }
-        return read_days(spark, relations, day, args.groups, repeats)
+        return read_days(session_query(spark), relations, day, args.groups, repeats)
 
     for i, day in enumerate(days):
         vars_ = {"dt": day, "prev_dt": days[i - 1] if i else day}
@@ -935,7 +959,7 @@ def print_table(res: dict[str, Any]) -> None:
     print()
 
 
-def chart(res: dict[str, Any], path: Path) -> None:
+def chart(res: dict[str, Any], path: Path, title: str | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -970,7 +994,7 @@ def chart(res: dict[str, Any], path: Path) -> None:
         ax1.text(i, v, f"{v:.2f}", ha="center", va="bottom")
     ax1.legend()
     p = res["params"]
-    ax1.set_title(f"N={p['rows']:,} D={p['days']} r={p['rate']} G={p['groups']}")
+    ax1.set_title(title or f"N={p['rows']:,} D={p['days']} r={p['rate']} G={p['groups']}")
     for which, style in (("baseline", "o-"), ("chain", "s-")):
         xs = [r["day"][4:] for r in res["daily_runs"][which]]
         ax2.plot(xs, [r["wall_s"] for r in res["daily_runs"][which]], style, label=f"{which} run")

@@ -66,7 +66,7 @@ class Statement:
         """The statement's verb and object, e.g. 'SHOW PARTITIONS', 'CREATE OR REPLACE VIEW'."""
         text = re.sub(r"^\s*/\*.*?\*/", "", self.sql, flags=re.S)  # dbt's query comment
         words = text.replace("\n", " ").replace("(", " ").split()
-        head = " ".join(words[:4]).upper()
+        head = " ".join(words[:5]).upper()  # the longest kind below has five words
         for k in (
             "CREATE OR REPLACE VIEW",
             "CREATE TEMPORARY VIEW",
