@@ -245,7 +245,8 @@ def test_a_cumulative_table_without_the_mask_column_is_altered_and_rebuilt(twins
 def test_a_day_whose_sequences_all_follow_the_anchor_is_built_without_reading_it(project):
     """deduplicate with a sequence field: when every row of the day's delta has a sequence above
     the anchor's highest, no anchor row can win, so the build leaves the anchor out (the
-    anchor's highest comes from t__snapshot's record, kept with the partition's location).
+    anchor's highest comes from t__snapshot's record, whose entry a publish of the partition
+    drops).
     A late row, a rewritten anchor with higher sequences and a NULL sequence each bring the
     anchor back; every day reads as the twin merged on read."""
     p = project
@@ -269,15 +270,10 @@ def test_a_day_whose_sequences_all_follow_the_anchor_is_built_without_reading_it
 
     run(DAYS[0], branch="snapshot")
     props = dict(p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__snapshot").collect())
-    assert "chaintable.anchor-sequence-max" not in props  # recorded when a build needs it
+    assert "chaintable.anchor-sequence" not in props  # recorded when a build needs it
     assert anchorless in run(DAYS[1])
     props = dict(p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__snapshot").collect())
-    location = (
-        p.spark.sql(f"DESCRIBE FORMATTED {p.schema}.t__snapshot PARTITION (dt = '{DAYS[0]}')")
-        .where("col_name = 'Location'")
-        .collect()[0][1]
-    )
-    assert props["chaintable.anchor-sequence-max"] == (f'{{"dt={DAYS[0]}":["{location}",10]}}')
+    assert props["chaintable.anchor-sequence"] == f'{{"dt={DAYS[0]}":10}}'
     log = run(DAYS[2])
     assert "cumulative delta of 1 day(s) built (1 from the day before)" in log
     assert anchorless not in log
@@ -285,8 +281,8 @@ def test_a_day_whose_sequences_all_follow_the_anchor_is_built_without_reading_it
     assert days[f"dt={DAYS[2]}"] == [(1, "b1"), (3, "a3"), (4, "c4"), (5, "b5")]
     assert serves["t"] == DAYS[1:3]
 
-    # the anchor written again with higher sequences: its new location makes the record count
-    # for nothing, so the next day, whose sequences lie between the old and the new highest,
+    # the anchor written again with higher sequences: its publish drops the record first, so
+    # the next day, whose sequences lie between the old and the new highest,
     # is built with the anchor (and loses to it)
     p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (1, 'z1', '+I', 100, '{DAYS[0]}')")
     p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (1, 'd1', '+U', 50, '{DAYS[3]}')")
@@ -297,8 +293,7 @@ def test_a_day_whose_sequences_all_follow_the_anchor_is_built_without_reading_it
     days = same(p)[0]
     assert (1, "z1") in days[f"dt={DAYS[3]}"] and (6, "d6") in days[f"dt={DAYS[3]}"]
     props = dict(p.spark.sql(f"SHOW TBLPROPERTIES {p.schema}.t__snapshot").collect())
-    assert f'"dt={DAYS[0]}":["' in props["chaintable.anchor-sequence-max"]
-    assert props["chaintable.anchor-sequence-max"].endswith(",100]}")
+    assert props["chaintable.anchor-sequence"] == f'{{"dt={DAYS[0]}":100}}'
 
     # a NULL sequence in the day's delta: not known to follow the anchor
     p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (7, 'e7', '+I', NULL, '{DAYS[4]}')")

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from dbt.adapters.chaintable.base.keys import P_BRANCH
+from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE, P_BRANCH
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.compaction import compactor
 from dbt.adapters.chaintable.compaction.plan import rows_per_group, written_scan
-from dbt.adapters.chaintable.cumulative.plan import P_ANCHOR_SEQUENCE, sequence_maxima
+from dbt.adapters.chaintable.cumulative.plan import sequence_maxima
 from tests.unit.fake_catalog import FakeConnections, fake_adapter
 from tests.unit.test_golden_sql import COLUMNS, CONFIG
 from tests.unit.test_golden_sql import setup as chain_setup
@@ -42,10 +42,6 @@ def recorded(conns: FakeConnections) -> dict[str, Any]:
     return json.loads(conns.tables["s.t__snapshot"].props.get(P_ANCHOR_SEQUENCE, "{}"))
 
 
-def location(conns: FakeConnections, path: str) -> str:
-    return conns.tables["s.t__snapshot"].part_location(path)
-
-
 def test_one_scan_gives_the_rows_written_and_the_new_anchors_highest_sequence(logged):
     """Both groups' partitions in one statement; the counts and maxima as a connection may give
     them back (Decimal, str); a partition of only NULL sequences is recorded as such."""
@@ -58,10 +54,7 @@ def test_one_scan_gives_the_rows_written_and_the_new_anchors_highest_sequence(lo
     assert scans(conns) == [BOTH]
     assert "  wrote 10 row(s) for region=CN" in logged
     assert "  wrote 5 row(s) for region=US" in logged
-    assert recorded(conns) == {
-        "region=CN/dt=20250104": [location(conns, "region=CN/dt=20250104"), 42],
-        "region=US/dt=20250104": [location(conns, "region=US/dt=20250104"), None],
-    }
+    assert recorded(conns) == {"region=CN/dt=20250104": 42, "region=US/dt=20250104": None}
 
 
 def test_a_partition_written_empty_is_neither_logged_nor_recorded(logged):
@@ -69,9 +62,30 @@ def test_a_partition_written_empty_is_neither_logged_nor_recorded(logged):
     conns.answer("count(*), max(CAST(", [("CN", "20250104", 10, 42)])
     assert adapter.chain_compact(rel, {"dt": "20250104"}) is True
     assert [line for line in logged if "wrote" in line] == ["  wrote 10 row(s) for region=CN"]
-    assert recorded(conns) == {
-        "region=CN/dt=20250104": [location(conns, "region=CN/dt=20250104"), 42]
-    }
+    assert recorded(conns) == {"region=CN/dt=20250104": 42}
+
+
+def test_a_publish_drops_the_entries_of_its_partitions_before_it_switches_them(logged):
+    """An entry recorded for a partition before it is written again (99 for CN 0104 here) goes
+    before the publish adds the new rows, and the new rows' scan records their own."""
+    conns, adapter, rel = chain_setup(recent=7)
+    table = conns.tables["s.t__snapshot"]
+    table.props[P_ANCHOR_SEQUENCE] = '{"region=CN/dt=20250101":3,"region=CN/dt=20250104":99}'
+    conns.answer("count(*), max(CAST(", [("CN", "20250104", 10, 42)])
+    assert adapter.chain_compact(rel, {"dt": "20250104"}) is True
+    dropped = next(
+        i
+        for i, s in enumerate(conns.statements)
+        if s.startswith("ALTER TABLE s.t__snapshot SET TBLPROPERTIES")
+        and f"'{P_ANCHOR_SEQUENCE}' = '{{\"region=CN/dt=20250101\":3}}'" in s
+    )
+    added = next(
+        i
+        for i, s in enumerate(conns.statements)
+        if s.startswith("ALTER TABLE s.t__snapshot ADD") and "20250104" in s
+    )
+    assert dropped < added
+    assert recorded(conns) == {"region=CN/dt=20250101": 3, "region=CN/dt=20250104": 42}
 
 
 @pytest.mark.parametrize(
@@ -127,16 +141,10 @@ ANCHORS = [("CN", "20250101"), ("CN", "20250108"), ("US", "20250101")]
 
 
 def record_before(conns: FakeConnections) -> None:
-    """CN 0101 recorded at its location (no scan needed), CN 0108 at an old one (rewritten
-    since), US 0101 not at all."""
+    """CN 0101 recorded (no scan needed); CN 0108 and US 0101 not (a publish that wrote CN 0108
+    again dropped its entry)."""
     table = conns.tables["s.t__snapshot"]
-    table.props[P_ANCHOR_SEQUENCE] = json.dumps(
-        {
-            "region=CN/dt=20250101": [location(conns, "region=CN/dt=20250101"), 3],
-            "region=CN/dt=20250108": ["file:/old", 1],
-        },
-        separators=(",", ":"),
-    )
+    table.props[P_ANCHOR_SEQUENCE] = json.dumps({"region=CN/dt=20250101": 3})
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,8 @@ INSERT OVERWRITE TABLE s.t__chain_pub PARTITION (`region` = 'CN', `dt` = '202501
 ;
 INSERT OVERWRITE TABLE s.t__chain_pub PARTITION (`region` = 'US', `dt` = '20250104') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
 ;
+SHOW TBLPROPERTIES s.t__snapshot
+;
 ALTER TABLE s.t__snapshot ADD PARTITION (`region` = 'CN', `dt` = '20250104') LOCATION 'file:/warehouse/s.db/t__snapshot/_chain_v/RUN0001/region=CN/dt=20250104' PARTITION (`region` = 'US', `dt` = '20250104') LOCATION 'file:/warehouse/s.db/t__snapshot/_chain_v/RUN0001/region=US/dt=20250104'
 ;
 DROP TABLE IF EXISTS s.t__chain_pub
@@ -89,8 +91,6 @@ SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` FROM (SELECT `i
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0002 ab721ee9c98bf0a8')
 ;
-DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'CN', `dt` = '20250104')
-;
-DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'US', `dt` = '20250104')
+SHOW TBLPROPERTIES s.t__snapshot
 ;
 DROP VIEW IF EXISTS s.t__chain_lock

@@ -28,6 +28,8 @@ SELECT `id`, `v`, `op`, `seq` FROM (SELECT * FROM (SELECT `id`, `v`, `op`, `seq`
 UNION ALL
 SELECT `id`, `v`, `op`, `seq`, `region`, '20250108' AS `dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250101')) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250102', '20250103', '20250104', '20250105', '20250106', '20250107', '20250108'))) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250102', '20250103', '20250104', '20250105', '20250106', '20250107', '20250108'))) __e) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __m) __k DISTRIBUTE BY `id` SORT BY `id`) __src
 ;
+SHOW TBLPROPERTIES s.t__snapshot
+;
 DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'CN', `dt` = '20250108')
 ;
 ALTER TABLE s.t__chain_pub SET TBLPROPERTIES ('chaintable.stage.replaces' = '{"region=CN/dt=20250108": "file:/warehouse/s.db/t__snapshot/region=CN/dt=20250108"}')
@@ -88,6 +90,6 @@ SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` 
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 5e43fb664750a8c0')
 ;
-DESCRIBE FORMATTED s.t__snapshot PARTITION (`region` = 'CN', `dt` = '20250108')
+SHOW TBLPROPERTIES s.t__snapshot
 ;
 DROP VIEW IF EXISTS s.t__chain_lock

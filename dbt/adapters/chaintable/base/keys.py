@@ -36,6 +36,15 @@ DEFAULT_AGGREGATE_FUNCTION = "last_non_null_value"
 BRANCHES = ("delta", "snapshot")
 
 
+# on t__snapshot: {anchor partition path: the highest sequence in it}, the anchors' bounds that
+# let a cumulative build leave the anchor out (cumulative.anchor_can_win). A publish drops a
+# partition's entry before it switches or adds the partition (publish/publisher.py), so an
+# entry always describes the rows its partition has. (The key before it,
+# chaintable.anchor-sequence-max, held each partition's location too, and a build asked every
+# anchor's location to check it: one DESCRIBE per group a run.)
+P_ANCHOR_SEQUENCE = "chaintable.anchor-sequence"
+
+
 # Spark's integral types: chain values of these compare as numbers, products of them round
 INTEGRAL_TYPES = ("tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long")
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable.base.failpoints import failpoint
+from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
@@ -284,11 +284,11 @@ class Accumulator:
         scanned: Mapping[Values, int | None] | None = None,
     ) -> tuple[Loaded, dict[Values, int | None]]:
         """The highest sequence of each snapshot partition of `anchors` (None: unknown). Taken
-        from t__snapshot's record (cumulative.P_ANCHOR_SEQUENCE) while the partition keeps the
-        location recorded with it (a partition written again has a new one); else one scan of
-        the sequence column, recorded for the next run. `scanned`: the caller's scan of them
-        gave their maxima already (cumulative.sequence_maxima: no entry for a partition with no
-        rows), used in place of that scan."""
+        from t__snapshot's record (P_ANCHOR_SEQUENCE, whose entry for a partition goes before a
+        publish gives it new rows); else one scan of the sequence column, recorded for the next
+        run. `scanned`: the caller's scan of them gave their maxima already
+        (cumulative.sequence_maxima: no entry for a partition with no rows), used in place of
+        that scan."""
         kind = cumulative.ordinal_sequence_type(loaded.opts, loaded.types)
         return self._sequence_max(loaded, kind, anchors, scanned)
 
@@ -303,10 +303,10 @@ class Accumulator:
         if not kind or not anchors:
             return loaded, {}
         snapshot, lay, keys = loaded.tables.snapshot, loaded.layout, loaded.opts.partition_by
-        raw = loaded.props.get(cumulative.P_ANCHOR_SEQUENCE)
-        recorded: dict[str, list[Any]] = json.loads(raw) if raw else {}
-        where = {a: self.catalog.partition_location(snapshot, keys, a) for a in anchors}
-        missing = [a for a in anchors if recorded.get(lay.path(a), [None])[0] != where[a]]
+        # read now, not from `loaded`: a publish of this run may have dropped entries since
+        raw = self.catalog.properties(snapshot).get(P_ANCHOR_SEQUENCE)
+        recorded: dict[str, int | None] = json.loads(raw) if raw else {}
+        missing = [a for a in anchors if lay.path(a) not in recorded]
         if missing:
             before = dict(recorded)
             if scanned is None:
@@ -314,13 +314,13 @@ class Accumulator:
                 highest = cumulative.sequence_maxima(self.catalog.runner.fetch(sql), len(keys))
             else:  # what the scan of `missing` alone would have given
                 highest = {a: scanned[a] for a in missing if a in scanned}
-            for part, high in highest.items():
-                if part in where:
-                    recorded[lay.path(part)] = [where[part], high]
+            for part in missing:
+                if part in highest:
+                    recorded[lay.path(part)] = highest[part]
             current = {lay.path(p) for p in loaded.snapshots}
             recorded = {k: v for k, v in sorted(recorded.items()) if k in current}
             if recorded != before:
                 value = json.dumps(recorded, separators=(",", ":"))
-                self.catalog.set_properties(snapshot, {cumulative.P_ANCHOR_SEQUENCE: value})
-                loaded = loaded.with_props({cumulative.P_ANCHOR_SEQUENCE: value})
-        return loaded, {a: recorded.get(lay.path(a), [None, None])[1] for a in anchors}
+                self.catalog.set_properties(snapshot, {P_ANCHOR_SEQUENCE: value})
+                loaded = loaded.with_props({P_ANCHOR_SEQUENCE: value})
+        return loaded, {a: recorded.get(lay.path(a)) for a in anchors}

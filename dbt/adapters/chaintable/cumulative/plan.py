@@ -40,10 +40,6 @@ LAYOUT = "mask"
 # on t__snapshot: t__cumulative's location; a day's partition is written to a directory of
 # its own below it, `_chain_v/<stamp>` (base/versions.py), then added
 P_LOCATION = "chaintable.cumulative-location"
-# on t__snapshot: {anchor partition path: [its location, the highest sequence in it]}, the
-# anchors' bounds that let a build leave the anchor out (anchor_can_win); an entry counts only
-# while the partition still has that location (every publish gives a partition a new one)
-P_ANCHOR_SEQUENCE = "chaintable.anchor-sequence-max"
 # sequence types whose values compare as the integers SQL gives for them (run/stage.py)
 ORDINAL_SEQUENCE_TYPES = (*INTEGRAL_TYPES, "date", "timestamp")
 

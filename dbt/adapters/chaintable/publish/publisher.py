@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 
 from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base.failpoints import failpoint
+from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE
 from dbt.adapters.chaintable.base.partitions import (
     Values,
     default_partition_directories,
@@ -86,6 +88,27 @@ class Publisher:
                 self.run(renderer.empty_partition(pub, part))
         return known
 
+    def _forget_anchor_bounds(
+        self, target: BaseRelation, partition_by: Sequence[str], parts: Sequence[Values]
+    ) -> None:
+        """Before snapshot partitions get new rows, their entries in the anchors' recorded
+        highest sequences (P_ANCHOR_SEQUENCE) go, so that an entry always describes the rows
+        its partition has. First: a crash between the two leaves no entry for rows it does
+        not describe, only a partition scanned again by the next build that needs it."""
+        if str(ChainTables.of_branch(target).snapshot) != str(target):
+            return
+        raw = self.catalog.properties(target).get(P_ANCHOR_SEQUENCE)
+        recorded: dict[str, Any] = json.loads(raw) if raw else {}
+        kept = {
+            path: high
+            for path, high in recorded.items()
+            if path not in {format_partition(partition_by, p) for p in parts}
+        }
+        if kept != recorded:
+            self.catalog.set_properties(
+                target, {P_ANCHOR_SEQUENCE: json.dumps(kept, separators=(",", ":"))}
+            )
+
     def publish(
         self,
         target: BaseRelation,
@@ -104,6 +127,7 @@ class Publisher:
         cat, have = self.catalog, set(existing)
         known = dict(directories or {})
         self.lock.check_lease(str(ChainTables.of_branch(target).lock))
+        self._forget_anchor_bounds(target, partition_by, parts)
         replaced = {
             format_partition(partition_by, part): cat.partition_location(target, partition_by, part)
             for part in parts
