@@ -25,7 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_chain import day_values, generate_source, write_project  # noqa: E402
+from bench_chain import chain_policy, day_values, generate_source, write_project  # noqa: E402
 from common import Dbt, fresh_root, median, ratio, start_spark  # noqa: E402
 
 
@@ -50,7 +50,7 @@ def run_days(out: Path, spark_holder: dict, args, threads: int) -> dict[str, lis
     spark.sql("DROP DATABASE IF EXISTS bench CASCADE")
     spark.sql("DROP DATABASE IF EXISTS bench_src CASCADE")
     generate_source(spark, args.rows, days, 0.01, 1)
-    proj = write_project(root, groups=1, baseline_sql="anti", compact_every=7)
+    proj = write_project(root, groups=1, baseline_sql="anti", policy=chain_policy(7))
     # the profile points at this run's root, the session at the first run's: same catalog
     prof = json.loads((proj / "profiles.yml").read_text())
     params = prof["chain_bench"]["outputs"]["bench"]["server_side_parameters"]
