@@ -16,7 +16,10 @@ Which files: bench_chain_n10000000_g1.json is the headline, because 10M rows is 
 which bench_chain.py sets all of its goals (GOALS_AT; at 2M the daily run alone has one, other
 sizes none). bench_chain_n10000000_g1_rerun.json, a second run of the same code, is shown beside
 it for the spread between runs; bench_chain_n2000000_g1.json is the default size, and
-bench_chain_n2000000_g16.json the same with one chain per group (--groups 16). The
+bench_chain_n2000000_g16.json the same with one chain per group (--groups 16), as
+bench_chain_n10000000_g16.json is at 10M; bench_chain_n10000000_g16_quick.json ran those 16
+groups again (--quick) after the served read's anti join took one long key. bench_server_*.json
+are bench_server.py's runs through a Thrift Server and a Spark Connect server. The
 `_unsorted*` files are runs of the code before the compaction wrote its output sorted by key:
 history, not shown. bench_sweep_n2000000.json is the break-even map (bench_sweep.py; its
 `_r<rate>` files are the bench_chain runs it was made of). bench_readers_n500000.json and
@@ -48,12 +51,18 @@ HEADLINE = "bench_chain_n10000000_g1.json"
 CHAIN_RUNS = [  # (column, file): the headline first
     ("10M rows", HEADLINE),
     ("10M, second run", "bench_chain_n10000000_g1_rerun.json"),
+    ("10M rows, 16 groups", "bench_chain_n10000000_g16.json"),  # GROUPS_QUICK's "before"
     ("2M rows", "bench_chain_n2000000_g1.json"),
     ("2M rows, 16 groups", "bench_chain_n2000000_g16.json"),
 ]
 READERS = "bench_readers_n500000.json"
 THREADS = "bench_threads_n200000.json"
 SWEEP = "bench_sweep_n2000000.json"
+GROUPS_QUICK = "bench_chain_n10000000_g16_quick.json"  # after the anti join's one long key
+SERVERS = [  # (label, file): bench_server.py through each server, the classic job beside
+    ("Thrift Server", "bench_server_thrift_n10000000.json"),
+    ("Spark Connect", "bench_server_connect_n10000000.json"),
+]
 
 
 def load(name: str) -> dict[str, Any]:
@@ -188,14 +197,20 @@ def goals_summary(runs: list[tuple[str, dict[str, Any]]]) -> str:
     met = [(label, all(g["met"] for g in res["goals"].values())) for label, res in runs]
     if all(ok for _, ok in met):
         return "Every goal is met in each of these runs."
-    which = ", ".join(label for label, ok in met if not ok)
+    which = "; ".join(label for label, ok in met if not ok)
     return f"Not every goal is met ({which}: the figures marked missed)."
 
 
 def spread(runs: list[tuple[str, dict[str, Any]]]) -> str:
-    """How far the runs of the headline's size differ, figure by figure (the largest)."""
-    n = runs[0][1]["params"]["rows"]
-    same = [res["ratios"] for _, res in runs if res["params"]["rows"] == n]
+    """How far the runs of the headline's size and groups differ, figure by figure (the
+    largest)."""
+    p = runs[0][1]["params"]
+    n = p["rows"]
+    same = [
+        res["ratios"]
+        for _, res in runs
+        if (res["params"]["rows"], res["params"]["groups"]) == (n, p["groups"])
+    ]
     if len(same) < 2:
         return ""
     gaps = {
@@ -320,6 +335,71 @@ def sweep_table(prefix: str) -> list[str]:
     ]
 
 
+def groups_line(prefix: str) -> str:
+    """The 16-group run at 10M again (bench_chain --quick), with the served read's anti join on
+    one long key: the figures it changed."""
+    q, full = load(GROUPS_QUICK)["ratios"], load("bench_chain_n10000000_g16.json")["ratios"]
+    figures = [
+        ("a new delta-only day via the view, avg / worst", "read_uncompacted_avg",
+         "read_uncompacted_worst"),
+        ("run + 3 reads", "daily_total", None),
+        ("the cycle with 3 reads a day", "cycle_k3", None),
+    ]  # fmt: skip
+
+    def pair(r: dict[str, Any], a: str, b: str | None) -> str:
+        return r3(r.get(a)) + (f" / {r3(r.get(b))}" if b else "")
+
+    return (
+        f"With 16 groups the read of a served day probed the anchor's anti join with a string "
+        f"and a long; on one long key since ([JSON]({prefix}{GROUPS_QUICK}), `--quick`: the "
+        "daily runs and reads only): "
+        + "; ".join(
+            f"{text} {pair(q, a, b)} (before: {pair(full, a, b)})" for text, a, b in figures
+        )
+        + f"; the daily run {r3(q.get('daily_run'))}."
+    )
+
+
+def server_table(prefix: str) -> list[str]:
+    """bench_server.py: the chain and the classic job through a shared server."""
+    runs = [(label, name, load(name)) for label, name in SERVERS]
+    p = runs[0][2]["params"]
+    rows = [
+        ("daily run", "daily_run"),
+        ("run + 3 reads of the day", "daily_total"),
+        ("new delta-only day via the view, avg", "read_uncompacted_avg"),
+        ("first load", "first_load"),
+        ("cycle, 3 reads a day", "cycle_k3"),
+    ]
+    links = ", ".join(f"[{label}]({prefix}{name})" for label, name, _ in runs)
+    return [
+        para(
+            f"Through a shared server: `bench_server.py` ({links}; {p['rows']:,} rows, "
+            f"{p['days']} days, the server started by `scripts/spark-local.sh`, dbt and the "
+            "reads its clients; chain / classic):"
+        ),
+        "",
+        "| figure | " + " | ".join(label for label, _, _ in runs) + " | goal |",
+        "|---|" + "---|" * len(runs) + "---|",
+        *(
+            f"| {text} | "
+            + " | ".join(
+                r3(res["ratios"].get(key)) + (" **missed**" if missed(res, [key]) else "")
+                for _, _, res in runs
+            )
+            + f" | {goal_limits(runs[0][2], [key]) or '-'} |"
+            for text, key in rows
+        ),
+        "| statements of a daily run, chain (classic) | "
+        + " | ".join(
+            f"{res['statements']['chain']['median_count']:.0f} "
+            f"({res['statements']['baseline']['median_count']:.0f})"
+            for _, _, res in runs
+        )
+        + " | - |",
+    ]
+
+
 def threads_table(prefix: str) -> list[str]:
     d = load(THREADS)
     p, q = d["params"], d["ratios"]
@@ -377,7 +457,11 @@ def performance_section() -> str:
             "",
             *results_parts("benchmarks/results/"),
             "",
+            para(groups_line("benchmarks/results/")),
+            "",
             *sweep_table("benchmarks/results/"),
+            "",
+            *server_table("benchmarks/results/"),
             "",
             para(planning_line(head)),
             "",
