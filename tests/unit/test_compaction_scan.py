@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
-from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE, P_BRANCH
+from dbt.adapters.chaintable.base.keys import (
+    P_ANCHOR_SEQUENCE,
+    P_BRANCH,
+    P_SNAPSHOT_GENERATIONS,
+)
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.compaction import compactor
 from dbt.adapters.chaintable.compaction.plan import rows_per_group, written_scan
@@ -39,7 +43,17 @@ def scans(conns: FakeConnections) -> list[str]:
 
 
 def recorded(conns: FakeConnections) -> dict[str, Any]:
-    return json.loads(conns.tables["s.t__snapshot"].props.get(P_ANCHOR_SEQUENCE, "{}"))
+    """The anchors' record, each entry as (highest, whether its token is its partition's
+    current one, the sequence field it was read from)."""
+    props = conns.tables["s.t__snapshot"].props
+    tokens = json.loads(props.get(P_SNAPSHOT_GENERATIONS, "{}"))
+    return {
+        path: (high, token == tokens.get(path), field)
+        for path, (token, field, high) in json.loads(props.get(P_ANCHOR_SEQUENCE, "{}")).items()
+    }
+
+
+SEQ = "seq:bigint"  # the sequence field and its kind, which an entry names
 
 
 def test_one_scan_gives_the_rows_written_and_the_new_anchors_highest_sequence(logged):
@@ -54,7 +68,10 @@ def test_one_scan_gives_the_rows_written_and_the_new_anchors_highest_sequence(lo
     assert scans(conns) == [BOTH]
     assert "  wrote 10 row(s) for region=CN" in logged
     assert "  wrote 5 row(s) for region=US" in logged
-    assert recorded(conns) == {"region=CN/dt=20250104": 42, "region=US/dt=20250104": None}
+    assert recorded(conns) == {
+        "region=CN/dt=20250104": (42, True, SEQ),
+        "region=US/dt=20250104": (None, True, SEQ),
+    }
 
 
 def test_a_partition_written_empty_is_neither_logged_nor_recorded(logged):
@@ -62,30 +79,59 @@ def test_a_partition_written_empty_is_neither_logged_nor_recorded(logged):
     conns.answer("count(*), max(CAST(", [("CN", "20250104", 10, 42)])
     assert adapter.chain_compact(rel, {"dt": "20250104"}) is True
     assert [line for line in logged if "wrote" in line] == ["  wrote 10 row(s) for region=CN"]
-    assert recorded(conns) == {"region=CN/dt=20250104": 42}
+    assert recorded(conns) == {"region=CN/dt=20250104": (42, True, SEQ)}
 
 
-def test_a_publish_drops_the_entries_of_its_partitions_before_it_switches_them(logged):
-    """An entry recorded for a partition before it is written again (99 for CN 0104 here) goes
-    before the publish adds the new rows, and the new rows' scan records their own."""
+def test_a_publish_gives_its_partitions_new_tokens_before_it_switches_them(logged):
+    """An entry recorded for a partition's old rows (99 for CN 0104 here, under token OLD) no
+    longer counts once a publish writes the partition again: the new token comes before the
+    partition is added, and the new rows' scan records their own entry. A record written late
+    (a writer whose lease ran out) would still name the old token."""
     conns, adapter, rel = chain_setup(recent=7)
     table = conns.tables["s.t__snapshot"]
-    table.props[P_ANCHOR_SEQUENCE] = '{"region=CN/dt=20250101":3,"region=CN/dt=20250104":99}'
+    table.props[P_SNAPSHOT_GENERATIONS] = (
+        '{"region=CN/dt=20250101":"A","region=CN/dt=20250104":"OLD"}'
+    )
+    table.props[P_ANCHOR_SEQUENCE] = (
+        f'{{"region=CN/dt=20250101":["A","{SEQ}",3],"region=CN/dt=20250104":["OLD","{SEQ}",99]}}'
+    )
     conns.answer("count(*), max(CAST(", [("CN", "20250104", 10, 42)])
     assert adapter.chain_compact(rel, {"dt": "20250104"}) is True
-    dropped = next(
+    renewed = next(
         i
         for i, s in enumerate(conns.statements)
         if s.startswith("ALTER TABLE s.t__snapshot SET TBLPROPERTIES")
-        and f"'{P_ANCHOR_SEQUENCE}' = '{{\"region=CN/dt=20250101\":3}}'" in s
+        and P_SNAPSHOT_GENERATIONS in s
     )
     added = next(
         i
         for i, s in enumerate(conns.statements)
         if s.startswith("ALTER TABLE s.t__snapshot ADD") and "20250104" in s
     )
-    assert dropped < added
-    assert recorded(conns) == {"region=CN/dt=20250101": 3, "region=CN/dt=20250104": 42}
+    assert renewed < added
+    tokens = json.loads(table.props[P_SNAPSHOT_GENERATIONS])
+    assert tokens["region=CN/dt=20250101"] == "A"  # not written: its token stays
+    assert tokens["region=CN/dt=20250104"] != "OLD"
+    assert recorded(conns) == {
+        "region=CN/dt=20250101": (3, True, SEQ),
+        "region=CN/dt=20250104": (42, True, SEQ),
+    }
+
+
+def test_an_entry_of_another_sequence_field_or_token_is_scanned_again():
+    """The sequence field renamed (or retyped) in place, or the partition written since under
+    a token the entry does not name: the anchor is scanned, not trusted."""
+    for entry in ([None, "seq2:bigint", 3], ["OLD", SEQ, 3], 3):
+        conns, adapter, rel = chain_setup()
+        conns.tables["s.t__snapshot"].props[P_ANCHOR_SEQUENCE] = json.dumps(
+            {"region=CN/dt=20250101": entry}
+        )
+        conns.answer("max(CAST(", [("CN", "20250101", 30)])
+        loaded = adapter.chain.catalog.load(rel)
+        conns.statements.clear()
+        _, highest = adapter.chain.accumulator.anchor_sequence_max(loaded, [("CN", "20250101")])
+        assert (highest, len(scans(conns))) == ({("CN", "20250101"): 30}, 1), entry
+        assert recorded(conns)["region=CN/dt=20250101"] == (30, True, SEQ)
 
 
 @pytest.mark.parametrize(
@@ -141,10 +187,15 @@ ANCHORS = [("CN", "20250101"), ("CN", "20250108"), ("US", "20250101")]
 
 
 def record_before(conns: FakeConnections) -> None:
-    """CN 0101 recorded (no scan needed); CN 0108 and US 0101 not (a publish that wrote CN 0108
-    again dropped its entry)."""
+    """CN 0101 recorded under its token (no scan needed), CN 0108 under an old one (written
+    again since), US 0101 not at all."""
     table = conns.tables["s.t__snapshot"]
-    table.props[P_ANCHOR_SEQUENCE] = json.dumps({"region=CN/dt=20250101": 3})
+    table.props[P_SNAPSHOT_GENERATIONS] = (
+        '{"region=CN/dt=20250101":"A","region=CN/dt=20250108":"B"}'
+    )
+    table.props[P_ANCHOR_SEQUENCE] = json.dumps(
+        {"region=CN/dt=20250101": ["A", SEQ, 3], "region=CN/dt=20250108": ["OLD", SEQ, 1]}
+    )
 
 
 @pytest.mark.parametrize(
@@ -218,3 +269,18 @@ def test_sequence_maxima_takes_the_last_column_as_an_integer():
         ("US", "20250101"): None,
         ("1", "20250102"): -3,
     }
+
+
+@pytest.mark.parametrize("model", ["orders", "orders__delta", "orders__snapshot"])
+def test_a_branch_names_its_own_chain_whatever_the_models_name(model):
+    """A branch table's chain: its one suffix stripped (a model named `orders__delta` has the
+    snapshot branch `orders__delta__snapshot`), so its publish gives its own partitions new
+    tokens and takes its own lock."""
+    from dbt.adapters.chaintable.chain.catalog import ChainTables
+
+    adapter = fake_adapter(FakeConnections())
+    for branch in ("snapshot", "delta"):
+        rel = adapter.Relation.create(schema="s", identifier=f"{model}__{branch}", type="table")
+        tables = ChainTables.of_branch(rel)
+        assert str(tables.view) == f"s.{model}"
+        assert str(tables.branch(branch)) == str(rel)

@@ -112,8 +112,8 @@ def test_a_daily_runs_statements_by_number_of_groups(groups):
     sequence; the third is every day after. One group stages in a bare directory; more stage
     in a table, whose partitions are published at the directories its writes gave them,
     without asking. The anchors' recorded highest sequence is read with the snapshot branch's
-    properties, not checked against each anchor's location (one DESCRIBE per group before: a
-    publish now drops an anchor's entry before it writes the partition). One count of the
+    properties and checked against each partition's token there, not against its location
+    (one DESCRIBE per group before). One count of the
     rows written, for run_results' rows_affected, whatever the groups (README: dbt
     conventions)."""
     _, sent = daily_runs(groups)
@@ -141,13 +141,13 @@ def test_a_daily_runs_publish_names_every_groups_partition_in_one_statement(grou
         )
 
 
-@pytest.mark.parametrize(("groups", "count"), [(1, 28), (4, 29), (16, 29)])
+@pytest.mark.parametrize(("groups", "count"), [(1, 29), (4, 30), (16, 30)])
 def test_a_compactions_statements_by_number_of_groups(groups, count):
     """(27, 31 and 43 before; 28, 35 and 59 before that.) Its pub table's partitions are
     published at the directories its write gave them, and the new anchors' highest sequence,
     from the compaction's scan, is recorded without asking where each anchor is (one DESCRIBE
-    per group before). Per publish, one more statement reads the recorded entries, to drop
-    those of the partitions it writes."""
+    per group before). Per publish, two more statements read and write the partitions'
+    tokens (P_SNAPSHOT_GENERATIONS)."""
     statements = compaction(groups)
     assert len(statements) == count
     assert not [s for s in statements if s.startswith("DESCRIBE FORMATTED s.t__chain_pub")]

@@ -36,12 +36,17 @@ DEFAULT_AGGREGATE_FUNCTION = "last_non_null_value"
 BRANCHES = ("delta", "snapshot")
 
 
-# on t__snapshot: {anchor partition path: the highest sequence in it}, the anchors' bounds that
-# let a cumulative build leave the anchor out (cumulative.anchor_can_win). A publish drops a
-# partition's entry before it switches or adds the partition (publish/publisher.py), so an
-# entry always describes the rows its partition has. (The key before it,
-# chaintable.anchor-sequence-max, held each partition's location too, and a build asked every
-# anchor's location to check it: one DESCRIBE per group a run.)
+# on t__snapshot: {partition path: a token}, a new token (unique for good) for each partition
+# every publish of the snapshot branch writes, given before the partition switches
+# (publish/publisher.py): what was recorded about a partition's rows under an older token (or
+# none) no longer counts
+P_SNAPSHOT_GENERATIONS = "chaintable.snapshot-generations"
+# on t__snapshot: {anchor partition path: [its token when scanned, "<sequence field>:<kind>",
+# the highest sequence in it]}, the anchors' bounds that let a cumulative build leave the
+# anchor out (cumulative.anchor_can_win); an entry counts while its partition keeps the token
+# and the sequence field keeps its name and kind. (The key before it,
+# chaintable.anchor-sequence-max, held each partition's location instead, and a build asked
+# every anchor's location to check it: one DESCRIBE per group a run.)
 P_ANCHOR_SEQUENCE = "chaintable.anchor-sequence"
 
 

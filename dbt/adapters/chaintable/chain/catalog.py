@@ -108,8 +108,9 @@ class ChainTables:
         """The chain a branch table (`t__snapshot` or `t__delta`) belongs to."""
         ident = name_of(branch)
         for suffix in (SNAPSHOT_SUFFIX, DELTA_SUFFIX):
-            if ident.endswith(suffix):
+            if ident.endswith(suffix):  # one suffix: a model may be named `orders__delta`
                 ident = ident[: -len(suffix)]
+                break
         return cls.of(branch.incorporate(path={"identifier": ident}, type="view"))
 
     def branch(self, name: str) -> BaseRelation:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable.base.failpoints import failpoint
-from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE
+from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE, P_SNAPSHOT_GENERATIONS
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
@@ -284,9 +285,10 @@ class Accumulator:
         scanned: Mapping[Values, int | None] | None = None,
     ) -> tuple[Loaded, dict[Values, int | None]]:
         """The highest sequence of each snapshot partition of `anchors` (None: unknown). Taken
-        from t__snapshot's record (P_ANCHOR_SEQUENCE, whose entry for a partition goes before a
-        publish gives it new rows); else one scan of the sequence column, recorded for the next
-        run. `scanned`: the caller's scan of them gave their maxima already
+        from t__snapshot's record (P_ANCHOR_SEQUENCE) while the partition keeps the token it
+        was scanned under (P_SNAPSHOT_GENERATIONS: every publish gives a new one) and the
+        sequence field its name and kind; else one scan of the sequence column, recorded for
+        the next run. `scanned`: the caller's scan of them gave their maxima already
         (cumulative.sequence_maxima: no entry for a partition with no rows), used in place of
         that scan."""
         kind = cumulative.ordinal_sequence_type(loaded.opts, loaded.types)
@@ -303,10 +305,23 @@ class Accumulator:
         if not kind or not anchors:
             return loaded, {}
         snapshot, lay, keys = loaded.tables.snapshot, loaded.layout, loaded.opts.partition_by
-        # read now, not from `loaded`: a publish of this run may have dropped entries since
-        raw = self.catalog.properties(snapshot).get(P_ANCHOR_SEQUENCE)
-        recorded: dict[str, int | None] = json.loads(raw) if raw else {}
-        missing = [a for a in anchors if lay.path(a) not in recorded]
+        # read now, not from `loaded`: a publish of this run may have given new tokens since;
+        # and before any scan, so that an entry names the token its rows were scanned under
+        props = self.catalog.properties(snapshot)
+        raw, tokens_raw = props.get(P_ANCHOR_SEQUENCE), props.get(P_SNAPSHOT_GENERATIONS)
+        recorded: dict[str, Any] = json.loads(raw) if raw else {}
+        tokens: dict[str, str] = json.loads(tokens_raw) if tokens_raw else {}
+        field = f"{loaded.opts.sequence_field}:{kind}"
+
+        def current(part: Values) -> bool:
+            entry = recorded.get(lay.path(part))
+            return (
+                isinstance(entry, list)
+                and len(entry) == 3
+                and entry[:2] == [tokens.get(lay.path(part)), field]
+            )
+
+        missing = [a for a in anchors if not current(a)]
         if missing:
             before = dict(recorded)
             if scanned is None:
@@ -316,11 +331,11 @@ class Accumulator:
                 highest = {a: scanned[a] for a in missing if a in scanned}
             for part in missing:
                 if part in highest:
-                    recorded[lay.path(part)] = highest[part]
-            current = {lay.path(p) for p in loaded.snapshots}
-            recorded = {k: v for k, v in sorted(recorded.items()) if k in current}
+                    recorded[lay.path(part)] = [tokens.get(lay.path(part)), field, highest[part]]
+            present = {lay.path(p) for p in loaded.snapshots}
+            recorded = {k: v for k, v in sorted(recorded.items()) if k in present}
             if recorded != before:
                 value = json.dumps(recorded, separators=(",", ":"))
                 self.catalog.set_properties(snapshot, {P_ANCHOR_SEQUENCE: value})
                 loaded = loaded.with_props({P_ANCHOR_SEQUENCE: value})
-        return loaded, {a: recorded.get(lay.path(a)) for a in anchors}
+        return loaded, {a: recorded[lay.path(a)][2] if current(a) else None for a in anchors}

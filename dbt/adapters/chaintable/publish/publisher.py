@@ -12,8 +12,9 @@ from typing import Any
 from dbt.adapters.base.relation import BaseRelation
 
 from dbt.adapters.chaintable.base import statements as S
+from dbt.adapters.chaintable.base import versions
 from dbt.adapters.chaintable.base.failpoints import failpoint
-from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE
+from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE, P_SNAPSHOT_GENERATIONS
 from dbt.adapters.chaintable.base.partitions import (
     Values,
     default_partition_directories,
@@ -88,26 +89,35 @@ class Publisher:
                 self.run(renderer.empty_partition(pub, part))
         return known
 
-    def _forget_anchor_bounds(
-        self, target: BaseRelation, partition_by: Sequence[str], parts: Sequence[Values]
+    def _new_generations(
+        self,
+        target: BaseRelation,
+        partition_by: Sequence[str],
+        parts: Sequence[Values],
+        existing: Sequence[Values],
     ) -> None:
-        """Before snapshot partitions get new rows, their entries in the anchors' recorded
-        highest sequences (P_ANCHOR_SEQUENCE) go, so that an entry always describes the rows
-        its partition has. First: a crash between the two leaves no entry for rows it does
-        not describe, only a partition scanned again by the next build that needs it."""
+        """Before snapshot partitions get new rows, each gets a new token in
+        P_SNAPSHOT_GENERATIONS, so that what a build recorded about their old rows (the anchors'
+        highest sequence, P_ANCHOR_SEQUENCE) no longer counts, even if a writer whose lease ran
+        out writes its record afterwards. First: a crash between the two only makes the next
+        build scan a partition again. The tokens and entries of partitions gone are dropped
+        together (one write), so that no entry of old rows can match a token again."""
         if str(ChainTables.of_branch(target).snapshot) != str(target):
             return
-        raw = self.catalog.properties(target).get(P_ANCHOR_SEQUENCE)
-        recorded: dict[str, Any] = json.loads(raw) if raw else {}
-        kept = {
-            path: high
-            for path, high in recorded.items()
-            if path not in {format_partition(partition_by, p) for p in parts}
+        props = self.catalog.properties(target)
+        tokens: dict[str, str] = json.loads(props.get(P_SNAPSHOT_GENERATIONS) or "{}")
+        entries: dict[str, Any] = json.loads(props.get(P_ANCHOR_SEQUENCE) or "{}")
+        written = {format_partition(partition_by, p) for p in parts}
+        kept = {format_partition(partition_by, p) for p in existing} - written
+        token = versions.new_run_id()
+        tokens = {**{k: v for k, v in tokens.items() if k in kept}, **dict.fromkeys(written, token)}
+        update = {
+            P_SNAPSHOT_GENERATIONS: json.dumps(dict(sorted(tokens.items())), separators=(",", ":"))
         }
-        if kept != recorded:
-            self.catalog.set_properties(
-                target, {P_ANCHOR_SEQUENCE: json.dumps(kept, separators=(",", ":"))}
-            )
+        if any(k not in kept for k in entries):
+            kept_entries = {k: v for k, v in entries.items() if k in kept}
+            update[P_ANCHOR_SEQUENCE] = json.dumps(kept_entries, separators=(",", ":"))
+        self.catalog.set_properties(target, update)
 
     def publish(
         self,
@@ -127,7 +137,7 @@ class Publisher:
         cat, have = self.catalog, set(existing)
         known = dict(directories or {})
         self.lock.check_lease(str(ChainTables.of_branch(target).lock))
-        self._forget_anchor_bounds(target, partition_by, parts)
+        self._new_generations(target, partition_by, parts, existing)
         replaced = {
             format_partition(partition_by, part): cat.partition_location(target, partition_by, part)
             for part in parts
