@@ -78,16 +78,7 @@ def write_project(root: Path, port: int) -> Path:
         "name: readers_bench\nversion: '1.0'\nconfig-version: 2\nprofile: readers_bench\n"
         "model-paths: [models]\n"
     )
-    output = {
-        "type": "chaintable",
-        "method": "thrift",
-        "host": servers.HOST,
-        "port": port,
-        "user": "dbt",
-        "schema": SCHEMA,
-        "connect_retries": 3,
-        "connect_timeout": 10,
-    }
+    output = servers.thrift_output(port, SCHEMA)
     (proj / "profiles.yml").write_text(
         json.dumps({"readers_bench": {"target": "b", "outputs": {"b": output}}})
     )

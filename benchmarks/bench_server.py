@@ -118,20 +118,10 @@ class ConnectClient:
 
 
 def profile_output(server: str, port: int, poll_interval: float) -> dict[str, Any]:
-    """The dbt target on the server (tests/functional/helpers.py's ThriftProject's, for thrift)."""
+    """The dbt target on the server (servers.thrift_output, as the tests', for thrift)."""
     if server == "connect":  # SPARK_REMOTE makes the session method a Connect client
         return {"type": "chaintable", "method": "session", "host": "localhost", "schema": SCHEMA}
-    return {
-        "type": "chaintable",
-        "method": "thrift",
-        "host": servers.HOST,
-        "port": port,
-        "user": "dbt",
-        "schema": SCHEMA,
-        "connect_retries": 3,
-        "connect_timeout": 10,
-        "poll_interval": poll_interval,
-    }
+    return servers.thrift_output(port, SCHEMA, poll_interval=poll_interval)
 
 
 # ---- the change log, in SQL ------------------------------------------------------------------

@@ -242,17 +242,7 @@ class ThriftProject(Project):
     """A project on the Thrift Server; reads go through the server too (PyHive)."""
 
     def __init__(self, root, server, schema):
-        output = {
-            "type": "chaintable",
-            "method": "thrift",
-            "host": servers.HOST,
-            "port": server.port,
-            "user": "dbt",
-            "schema": schema,
-            "poll_interval": 0.05,
-            "connect_retries": 3,
-            "connect_timeout": 10,
-        }
+        output = servers.thrift_output(server.port, schema, poll_interval=0.05)
         super().__init__(root, None, output, schema)
         from pyhive import hive
 

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HOST = "127.0.0.1"
 THRIFT_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
@@ -39,6 +40,22 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
+
+
+def thrift_output(port: int, schema: str, **extra: Any) -> dict[str, Any]:
+    """A dbt target (`method: thrift`) on the Thrift Server at `port`, `extra` added (e.g. the
+    poll_interval): the tests' and the benchmarks' one spelling of it."""
+    return {
+        "type": "chaintable",
+        "method": "thrift",
+        "host": HOST,
+        "port": port,
+        "user": "dbt",
+        "schema": schema,
+        "connect_retries": 3,
+        "connect_timeout": 10,
+        **extra,
+    }
 
 
 def free_port() -> int:
