@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import CHILD_JVM_OPTS, SHARED_CLASSES, Project, schema_project, session_params
+from helpers import CHILD_JVM_OPTS, SESSION_JVM_OPTS, Project, schema_project, session_params
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
@@ -57,10 +57,11 @@ def spark(spark_root):
     for k, v in session_params(spark_root).items():
         builder = builder.config(k, v)
     # this process's JVM starts without the child JVMs' C1 options (CHILD_JVM_OPTS), and they
-    # stay set for the JVMs started after it; it maps the shared classes too
+    # stay set for the JVMs started after it; it maps the shared classes and collects with the
+    # serial collector too (SESSION_JVM_OPTS)
     ours = os.environ.get("SPARK_SUBMIT_OPTS") == CHILD_JVM_OPTS
     if ours:
-        os.environ["SPARK_SUBMIT_OPTS"] = SHARED_CLASSES
+        os.environ["SPARK_SUBMIT_OPTS"] = SESSION_JVM_OPTS
     try:
         session = builder.getOrCreate()
     finally:

@@ -35,7 +35,14 @@ _ARCHIVE = os.environ.get("CHAINTABLE_JVM_ARCHIVE", "")
 SHARED_CLASSES = (
     f"-XX:SharedArchiveFile={_ARCHIVE}" if _ARCHIVE and Path(_ARCHIVE).is_file() else ""
 )
-CHILD_JVM_OPTS = f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m {SHARED_CLASSES}".strip()
+# Every JVM of the tests collects with the serial collector: their heaps are small, and G1's
+# concurrent threads took CPU from the other test worker (test_chain_core.py alone: the session
+# JVM's CPU 231 -> 192 s)
+SERIAL_GC = "-XX:+UseSerialGC"
+SESSION_JVM_OPTS = f"{SERIAL_GC} {SHARED_CLASSES}".strip()
+CHILD_JVM_OPTS = (
+    f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m {SESSION_JVM_OPTS}".strip()
+)
 
 
 def session_params(root: Path) -> dict[str, str]:
@@ -51,6 +58,10 @@ def session_params(root: Path) -> dict[str, str]:
         # service or a server do not use these parameters). test_expiration.py: JVM CPU 158 ->
         # 146 s
         "spark.hadoop.datanucleus.cache.level2.type": "soft",
+        # without Hadoop's native library every permission Hive copies onto a new table or
+        # partition directory is an `ls -ld` and a `chmod` process (test_chain_core.py: ~500
+        # of the JVM's 2,600 processes in 140 s)
+        "spark.hadoop.hive.warehouse.subdir.inherit.perms": "false",
     }
 
 
