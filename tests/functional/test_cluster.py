@@ -1,6 +1,6 @@
-"""Beyond one machine: the same project on a Spark Thrift Server, a standalone cluster
-and a Spark Connect server, started from the pyspark wheel on 127.0.0.1 by servers.py and
-stopped by PID.
+"""Beyond one machine: the same project on a Spark Thrift Server and a standalone cluster,
+started from the pyspark wheel on 127.0.0.1 by servers.py and stopped by PID (the session
+method on a Spark Connect server: test_shared_server.py, under its reader sessions).
 
 The Thrift Server runs with ANSI mode on (Spark's default there); the in-process session method
 runs with ANSI off (dbt-spark forces it). The same chain history is built on both and every
@@ -19,6 +19,7 @@ from helpers import (
     CHANGES,
     CHILD_JVM_OPTS,
     EXPECTED_0803,
+    EXPECTED_ROWS,
     MODEL,
     ThriftProject,
     normalized,
@@ -214,8 +215,8 @@ run("run", dt="20250802")
 run("run", dt="20250803")
 run("run-operation", "compact_chain", "--args", json.dumps({"model": "t", "partition": {"dt": "20250802"}}))
 run("run", dt="20250804")
-# the rows through the session dbt ran on (its own, or the Connect server's): no dbt
-# invocation of its own for them
+# the rows through the session dbt ran on (the cluster's driver): no dbt invocation of its own
+# for them
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.getOrCreate()
 for r in spark.sql(
@@ -226,7 +227,7 @@ for r in spark.sql(
 """
 
 
-def run_project_in_subprocess(root, params, **env_extra):
+def run_project_in_subprocess(root, params):
     """The chain history of STANDALONE_SCRIPT in a dbt process of its own (the pytest process
     already holds a local SparkSession); returns the ROW lines of dt 20250803 and 20250804."""
     proj = write_session_project(
@@ -239,7 +240,6 @@ def run_project_in_subprocess(root, params, **env_extra):
         "DERBY_SYSTEM_HOME": str(root),
         "SPARK_LOCAL_IP": servers.HOST,
         "PYSPARK_PYTHON": sys.executable,
-        **env_extra,
     }
     out = subprocess.run(
         [sys.executable, str(script), str(proj)],
@@ -250,13 +250,7 @@ def run_project_in_subprocess(root, params, **env_extra):
         timeout=900,
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    return out, row_lines(out.stdout)
-
-
-EXPECTED_ROWS = sorted(
-    [f"{r}|20250803|{i}|{a}|{n}" for r, i, a, n in EXPECTED_0803]
-    + ["CN|20250804|1|11.00|a2", "EU|20250804|5|2.50|e", "US|20250804|3|6.00|c3"]
-)
+    return row_lines(out.stdout)
 
 
 def test_standalone_cluster_session_mode(tmp_path_factory):
@@ -275,7 +269,7 @@ def test_standalone_cluster_session_mode(tmp_path_factory):
             "spark.executor.extraJavaOptions": CHILD_JVM_OPTS,
             "spark.driver.host": servers.HOST,
         }
-        _, rows = run_project_in_subprocess(root, params)
+        rows = run_project_in_subprocess(root, params)
         assert rows == EXPECTED_ROWS
         # the work ran on the cluster's executor, not in a local master
         worker_dirs = list((root / "cluster" / "work").glob("app-*"))
@@ -283,24 +277,3 @@ def test_standalone_cluster_session_mode(tmp_path_factory):
     finally:
         cluster.stop()
     assert not cluster.alive()
-
-
-def test_spark_connect_session_mode(tmp_path_factory):
-    """session method with SPARK_REMOTE=sc://127.0.0.1:<port>: dbt-spark's session builder
-    returns a Spark Connect session, so every statement runs on the Connect server (its own
-    Hive catalog); the dbt process starts no JVM. Needs the `connect` extra."""
-    root = tmp_path_factory.mktemp("connect")
-    server = servers.start_connect(root / "server")
-    try:
-        out, rows = run_project_in_subprocess(
-            root, {"spark.sql.shuffle.partitions": "2"}, SPARK_REMOTE=server.url
-        )
-        assert rows == EXPECTED_ROWS
-        # the chain tables live in the server's warehouse, not in a local one of the dbt process
-        assert (root / "server" / "warehouse" / "s.db" / "t__snapshot").is_dir()
-        assert (root / "server" / "warehouse" / "s.db" / "t__delta").is_dir()
-        assert not (root / "spark-warehouse").exists() and not (root / "metastore_db").exists()
-        assert "CANNOT_MODIFY_STATIC_CONFIG" not in out.stderr
-    finally:
-        server.stop()
-    assert not server.alive()
