@@ -1,11 +1,12 @@
 """State that Spark redacts when it is read back (docs/design.md#stored-state), through real dbt.
 
 Spark's SHOW TBLPROPERTIES hides the value of any property whose key or value matches
-`(?i)url` or `(?i)secret|password|token|access[.]?key`. Four chains, one per merge engine, live
-in a schema named `..._hourly` (ho-url-y) under a location_root holding `secret`, `token` and
-`url`, with a primary key column `url`, a sequence field `secret_seq`, an aggregated column
+`(?i)url` or `(?i)secret|password|token|access[.]?key`. Two chains, one deduplicating and one aggregating,
+live in a schema named `..._hourly` (ho-url-y) under a location_root holding `secret`, `token`
+and `url`, with a primary key column `url`, a sequence field `secret_seq`, an aggregated column
 `token_n` and a group `us_token_url`: their locations, options, stale snapshots, history and
-lock all come back redacted. Four twins of theirs with plain names take the same operations:
+lock all come back redacted. The two engines carry every one of those names between them (the
+other engines' options add none). Two twins of theirs with plain names take the same operations:
 daily runs with the cumulative delta and an inline compaction policy, a backfill that leaves a
 snapshot stale, chain_status, compactions (by model and by relation, with overwrite) and
 expiration. After each step every day of every group reads the same through both."""
@@ -26,12 +27,9 @@ from {{{{ target.schema }}}}.changes where dt = '{{{{ var("dt") }}}}'
 """
 ENGINES = {
     "dedup": "sequence_field='{seq}', rowkind_field='op'",
-    "partial": "merge_engine='partial-update', sequence_field='{seq}', rowkind_field='op', "
-    "partial_update_remove_record_on_delete=true",
     # no rowkind: a -D row is a row like the others, summed
     "agg": "merge_engine='aggregation', sequence_field='{seq}', "
     "aggregate_functions={{'{n}': 'sum'}}",
-    "first": "merge_engine='first-row', rowkind_field='op'",
 }
 PLAIN = {"key": "id", "n": "n", "seq": "seq", "us": "US"}
 RISKY = {"key": "url", "n": "token_n", "seq": "secret_seq", "us": "us_token_url"}
