@@ -4,8 +4,8 @@ does (docs/design.md#quiet-spark).
 
 - a normal run prints dbt's lines only: no JVM, log4j or Spark log line;
 - a failing statement still shows Spark's error, and the lines Spark logged while it ran;
-- CHAINTABLE_SPARK_LOG=WARN brings Spark's console log back;
-- `dbt init` offers the adapter and writes a chaintable profile from profile_template.yml.
+- `dbt init` offers the adapter and writes a chaintable profile from profile_template.yml, and
+  with CHAINTABLE_SPARK_LOG=WARN the run of its starter project shows Spark's console log.
 """
 
 from __future__ import annotations
@@ -58,13 +58,12 @@ def make_project(root: Path) -> Path:
     return proj
 
 
-def dbt(proj: Path, *args: str, **env_extra: str) -> subprocess.CompletedProcess:
+def dbt(proj: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "CHAINTABLE_SPARK_LOG"}
     env.update(
         DERBY_SYSTEM_HOME=str(proj.parent),
         DBT_SEND_ANONYMOUS_USAGE_STATS="false",
         SPARK_LOCAL_IP="127.0.0.1",
-        **env_extra,
     )
     return subprocess.run(
         [DBT, "--no-use-colors", *args, "--project-dir", str(proj), "--profiles-dir", str(proj)],
@@ -105,27 +104,10 @@ def test_console_is_dbt_only_and_failures_keep_sparks_error(tmp_path):
     log_file.unlink()
 
 
-def test_switch_turns_sparks_console_log_back_on(tmp_path):
-    proj = make_project(tmp_path)
-    out = dbt(
-        proj,
-        "run",
-        "--select",
-        "ok_model",
-        "--vars",
-        "{dt: '20250801'}",
-        CHAINTABLE_SPARK_LOG="WARN",
-    )
-    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
-    # Spark's start and its WARN log on the console, as without the adapter
-    assert "Using Spark's default log4j profile" in out.stderr, out.stderr[:3000]
-    assert re.search(r" WARN NativeCodeLoader: ", out.stderr), out.stderr[:3000]
-    assert 'Setting Spark log level to "WARN"' in out.stderr
-
-
-def test_dbt_init_writes_a_chaintable_profile(tmp_path):
+def test_dbt_init_writes_a_chaintable_profile_and_the_switch_brings_sparks_log_back(tmp_path):
     """`dbt init` with its prompts answered on stdin (non-interactive): the adapter is offered,
-    session is the first method, and the profile it writes runs the starter project."""
+    session is the first method, and the profile it writes runs the starter project. That run
+    has CHAINTABLE_SPARK_LOG=WARN: Spark's console log is back, as without the adapter."""
     from dbt.version import _get_adapter_plugin_names
 
     adapters = list(_get_adapter_plugin_names())
@@ -174,7 +156,7 @@ def test_dbt_init_writes_a_chaintable_profile(tmp_path):
             str(profiles),
         ],
         cwd=tmp_path / "my_chain",
-        env={**env, "DERBY_SYSTEM_HOME": str(tmp_path)},
+        env={**env, "DERBY_SYSTEM_HOME": str(tmp_path), "CHAINTABLE_SPARK_LOG": "WARN"},
         capture_output=True,
         text=True,
         timeout=600,
@@ -185,3 +167,7 @@ def test_dbt_init_writes_a_chaintable_profile(tmp_path):
     assert (warehouse / "ods.db" / "my_first_dbt_model").is_dir()
     assert not (tmp_path / "my_chain" / "metastore_db").exists()
     assert not (tmp_path / "my_chain" / "spark-warehouse").exists()
+    # Spark's start and its WARN log on the console
+    assert "Using Spark's default log4j profile" in run.stderr, run.stderr[:3000]
+    assert re.search(r" WARN NativeCodeLoader: ", run.stderr), run.stderr[:3000]
+    assert 'Setting Spark log level to "WARN"' in run.stderr
