@@ -562,69 +562,6 @@ def test_chain_partition_spelt_otherwise_than_spark_names_the_partition_is_refus
     ]
 
 
-def test_several_chain_models_in_one_parallel_run(project):
-    """A project's usual shape: several chain models and a model reading them, built by one
-    `dbt run --threads 4` a day. Each chain takes its own lock and writes its own branches; the
-    downstream model reads the merged days of both."""
-    p = project
-    p.table(
-        "changes",
-        "id int, v string, region string, dt string",
-        [
-            (1, "a", "CN", "20250801"),
-            (2, "b", "US", "20250801"),
-            (1, "a2", "CN", "20250802"),
-            (3, "c", "EU", "20250802"),
-            (2, "b3", "US", "20250803"),
-        ],
-    )
-    p.model("t", SIMPLE)
-    p.model("g", GROUPED)
-    p.model(
-        "joined",
-        """
-        {{ config(materialized='table') }}
-        select t.id, t.v as v_t, g.v as v_g, g.region
-        from {{ ref('t') }} t join {{ ref('g') }} g on t.id = g.id and t.dt = g.dt
-        where t.dt = '{{ var("dt") }}'
-        """,
-    )
-    for d in ("20250801", "20250802", "20250803"):
-        p.dbt("run", "--threads", "4", vars={"dt": d})
-    assert p.partitions("t__snapshot") == ["dt=20250801"]
-    assert p.partitions("g__snapshot") == ["region=CN/dt=20250801", "region=US/dt=20250801"]
-    assert p.partitions("t__delta") == ["dt=20250802", "dt=20250803"]
-    assert p.partitions("g__delta") == [
-        "region=CN/dt=20250802",
-        "region=CN/dt=20250803",
-        "region=EU/dt=20250802",
-        "region=EU/dt=20250803",
-        "region=US/dt=20250802",
-        "region=US/dt=20250803",
-    ]
-    assert read(p, "dt = '20250803'") == [(1, "a2"), (2, "b3"), (3, "c")]
-    assert p.rows("select id, v, region from {s}.g where dt = '20250803'") == [
-        (1, "a2", "CN"),
-        (2, "b3", "US"),
-        (3, "c", "EU"),
-    ]
-    assert p.rows("select * from {s}.joined") == [
-        (1, "a2", "a2", "CN"),
-        (2, "b3", "b3", "US"),
-        (3, "c", "c", "EU"),
-    ]
-    # compact both chains, then one more parallel day anchored on the new snapshots
-    p.run_op("compact_chain", {"model": "t", "partition": {"dt": "20250803"}})
-    p.run_op("compact_chain", {"model": "g", "partition": {"dt": "20250803"}})
-    p.spark.sql(f"INSERT INTO {p.schema}.changes VALUES (3, 'c4', 'EU', '20250804')")
-    p.dbt("run", "--threads", "4", vars={"dt": "20250804"})
-    assert p.rows("select * from {s}.joined") == [
-        (1, "a2", "a2", "CN"),
-        (2, "b3", "b3", "US"),
-        (3, "c4", "c4", "EU"),
-    ]
-
-
 def test_empty_run_writes_no_partition(project):
     """`dbt run --empty` (sources and refs give no rows) checks and creates the relations but
     writes nothing: on an existing chain it must not replace the day's deltas with
