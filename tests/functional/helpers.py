@@ -260,7 +260,10 @@ class ThriftProject(Project):
     """A project on the Thrift Server; reads go through the server too (PyHive)."""
 
     def __init__(self, root, server, schema):
-        output = servers.thrift_output(server.port, schema, poll_interval=0.05)
+        # dbt-spark sleeps a poll interval each time it finds a statement still running, so a
+        # statement costs up to one interval more; a run on the server is a few dozen short
+        # statements, so the tests poll every 10 ms
+        output = servers.thrift_output(server.port, schema, poll_interval=0.01)
         super().__init__(root, None, output, schema)
         from pyhive import hive
 
@@ -283,7 +286,7 @@ class ThriftProject(Project):
 
 # the reader grace of the tests with readers of other sessions: shorter than the default 15 s
 # to keep them short; an unloaded read takes well under 1 s
-READER_GRACE = 5.0
+READER_GRACE = 3.0
 
 
 def beyond_the_grace(failures: list[tuple[float, str]]) -> list[tuple[float, str]]:
