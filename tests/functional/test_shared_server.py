@@ -366,6 +366,16 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
     stop_file, out_file = root / "stop", root / "reads.jsonl"
     readers, dbt_process = None, DbtProcess(root, proj, env)
     dbt = dbt_process.run
+
+    def dumped(query: str | None = None) -> list[str]:
+        """The rows the project's `dump` macro logs for `query` (by default days 0803, 0804)."""
+        args = ["--args", json.dumps({"query": query})] if query else []
+        return [
+            m.split("ROW ", 1)[1]
+            for m in dbt("run-operation", "dump", *args)
+            if m.startswith("ROW ")
+        ]
+
     try:
         for d in days:
             dbt("run", "--select", "t", dt=d)
@@ -395,8 +405,7 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
         dbt("run-operation", "compact_chain", "--args",
             json.dumps({"model": "t", "partition": {"dt": "20250803"}}))  # fmt: skip
         # the rows of days 0803 and 0804, read on the server through the view
-        rows = [m.split("ROW ", 1)[1] for m in dbt("run-operation", "dump") if m.startswith("ROW ")]
-        assert rows == EXPECTED_ROWS
+        assert dumped() == EXPECTED_ROWS
         (proj / "models" / "t.sql").write_text(
             model.replace(
                 "partition_expiration_time='3650 d'",
@@ -404,10 +413,10 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
             ).replace("select id,", "select id, 'x' as w,")
         )
         dbt("run", "--select", "t", dt="20250807")
-        new = dbt("run-operation", "dump", "--args", json.dumps({"query": (
+        assert dumped(
             "select concat_ws('|', cast(id as string), w) from s.t "
-            "where dt = '20250807' and w is not null")}))  # fmt: skip
-        assert [m.split("ROW ", 1)[1] for m in new if m.startswith("ROW ")] == ["6|x"]
+            "where dt = '20250807' and w is not null"
+        ) == ["6|x"]
         time.sleep(1)  # the readers read through the new view
         # snapshot 0801 goes with delta 0802 (0803 is the anchor kept)
         dbt("run-operation", "expire_chain", "--args", json.dumps({"now": "2035-08-06 00:00:00",
