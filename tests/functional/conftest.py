@@ -6,6 +6,7 @@ the same SparkSession (the tests may use PySpark; the adapter never does).
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from pathlib import Path
@@ -109,6 +110,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         groups = [g for g in groups if g]
         if groups and "@" not in item.nodeid:
             item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")  # type: ignore[attr-defined]
+    longest_first(items)
+
+
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """The longest work first, so that no long test starts last while the other worker has
+    nothing left (a clean-clone run ended with one core idle for ~60 s). xdist hands out the
+    groups first (the most tests first) and then the single tests in this order; a group's
+    tests keep theirs. The seconds are a run's (scripts/test_durations.py writes them); a test
+    not in the file counts 10 s."""
+    known = json.loads(DURATIONS.read_text())
+
+    def scope(item: pytest.Item) -> str:
+        at = item.nodeid.rfind("@")
+        return item.nodeid[at + 1 :] if at > item.nodeid.rfind("]") else item.nodeid
+
+    def own(item: pytest.Item) -> float:
+        at = item.nodeid.rfind("@")
+        node = item.nodeid[:at] if at > item.nodeid.rfind("]") else item.nodeid
+        return known.get(node, 10.0)
+
+    cost: dict[str, float] = {}
+    for item in items:
+        cost[scope(item)] = cost.get(scope(item), 0.0) + own(item)
+    items.sort(key=lambda item: -cost[scope(item)])
 
 
 @pytest.fixture(scope="session")
