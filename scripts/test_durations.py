@@ -18,11 +18,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "tests" / "functional" / "durations.json"
 PHASE = re.compile(r"^([\d.]+)s (?:setup|call|teardown)\s+(tests/functional/.+?)\s*$")
-
-
-def without_group(node: str) -> str:
-    at = node.rfind("@")
-    return node[:at] if at > node.rfind("]") else node
+sys.path.insert(0, str(REPO / "tests" / "functional"))
+from node_ids import split_group  # noqa: E402
 
 
 def main(log: str) -> int:
@@ -45,8 +42,11 @@ def main(log: str) -> int:
     seconds = {line: 0.0 for line in collected.splitlines() if line.startswith("tests/functional")}
     for line in Path(log).read_text().splitlines():
         m = PHASE.match(line)
-        if m and without_group(m.group(2)) in seconds:
-            seconds[without_group(m.group(2))] += float(m.group(1))
+        if m is None:
+            continue
+        node = split_group(m.group(2))[0]
+        if node in seconds:
+            seconds[node] += float(m.group(1))
     if not any(seconds.values()):
         raise SystemExit(f"{log} lists no durations: run with CHAINTABLE_TEST_DURATIONS=0")
     OUT.write_text(json.dumps({k: round(v) for k, v in sorted(seconds.items())}, indent=0) + "\n")

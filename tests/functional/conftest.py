@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import CHILD_JVM_OPTS, SESSION_JVM_OPTS, Project, schema_project, session_params
+from node_ids import split_group
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
@@ -41,6 +42,65 @@ def partial_parse_across_vars():
     ManifestLoader.is_partial_parsable = is_partial_parsable
     yield
     ManifestLoader.is_partial_parsable = original
+
+
+@pytest.fixture(scope="session", autouse=True)
+def macros_parsed_once():
+    """Nearly every test has a new project, which dbt parses in full: its ~1,000 macros (dbt's,
+    dbt-spark's, ours) included, each parsed twice (its blocks, then the macros it calls), the
+    greater part of this process's own CPU. The macros of a set of macro files (the packages'
+    and the project's, by content) are the same every time, so they are parsed once per process
+    and each later load gets copies of them. The copies keep their creation time, so dbt does
+    not look again for the macros they call (ManifestLoader.macro_depends_on)."""
+    import copy
+
+    from dbt.parser.manifest import ManifestLoader
+
+    original = ManifestLoader.load_and_parse_macros
+    parsed: dict[tuple, list] = {}
+
+    def load_and_parse_macros(self, project_parser_files):
+        files = self.manifest.files
+        key = (self.root_project.project_name,) + tuple(
+            sorted(
+                (file_id, files[file_id].checksum.checksum)
+                for parsers in project_parser_files.values()
+                for parser in ("MacroParser", "GenericTestParser")
+                for file_id in parsers.get(parser, ())
+            )
+        )
+        if key not in parsed:
+            before = set(self.manifest.macros)
+            original(self, project_parser_files)
+            parsed[key] = [
+                (file_id, copy.deepcopy(self.manifest.macros[uid]))
+                for file_id, _ in key[1:]
+                for uid in files[file_id].macros
+                if uid not in before
+            ]
+            return
+        for file_id, macro in parsed[key]:
+            self.manifest.add_macro(files[file_id], copy.deepcopy(macro))
+        self.build_macro_resolver()
+        self.macro_depends_on()
+
+    ManifestLoader.load_and_parse_macros = load_and_parse_macros
+    yield
+    ManifestLoader.load_and_parse_macros = original
+
+
+@pytest.fixture(scope="session", autouse=True)
+def behavior_flags_named_once():
+    """dbt's two base behavior flags name no source, so every adapter dbt builds (one per
+    invocation) takes the whole Python stack, each frame's source line read, to name the module
+    that built it: always dbt.adapters.base.impl, whose setter builds them (~35 ms a time under
+    pytest's deep stack). That name is given here."""
+    from dbt_common.behavior_flags import BehaviorFlagRendered
+
+    original = BehaviorFlagRendered.__dict__["_default_source"]
+    BehaviorFlagRendered._default_source = staticmethod(lambda: "dbt.adapters.base.impl")
+    yield
+    BehaviorFlagRendered._default_source = original
 
 
 @pytest.fixture(scope="session")
@@ -123,46 +183,10 @@ def longest_first(items: list[pytest.Item]) -> None:
     tests keep theirs. The seconds are a run's (scripts/test_durations.py writes them); a test
     not in the file counts 10 s."""
     known = json.loads(DURATIONS.read_text())
-
-    def scope(item: pytest.Item) -> str:
-        at = item.nodeid.rfind("@")
-        return item.nodeid[at + 1 :] if at > item.nodeid.rfind("]") else item.nodeid
-
-    def own(item: pytest.Item) -> float:
-        at = item.nodeid.rfind("@")
-        node = item.nodeid[:at] if at > item.nodeid.rfind("]") else item.nodeid
-        return known.get(node, 10.0)
-
+    scopes: dict[str, str] = {}  # nodeid: its group, or the test itself when it has none
     cost: dict[str, float] = {}
     for item in items:
-        cost[scope(item)] = cost.get(scope(item), 0.0) + own(item)
-    items.sort(key=lambda item: -cost[scope(item)])
-
-
-@pytest.fixture(scope="session")
-def thrift_server(tmp_path_factory):
-    """One Spark Thrift Server per test process, for the files that use it."""
-    import servers
-
-    server = servers.start_thrift(tmp_path_factory.mktemp("thrift"))  # ANSI on
-    yield server
-    server.stop()
-    assert not server.alive()
-
-
-@pytest.fixture(scope="session")
-def metastore(tmp_path_factory):
-    """One Hive metastore service on PostgreSQL per test process, for the files that use it."""
-    import shutil
-    import tempfile
-
-    import servers
-
-    # not below pytest's basetemp (mode 0700): PostgreSQL runs as the postgres user
-    state = Path(tempfile.mkdtemp(prefix="chaintable-metastore-"))
-    state.chmod(0o755)
-    server = servers.start_metastore(state)
-    yield server
-    server.stop()
-    assert not server.alive()
-    shutil.rmtree(state, ignore_errors=True)
+        plain, group = split_group(item.nodeid)
+        scopes[item.nodeid] = group or plain
+        cost[scopes[item.nodeid]] = cost.get(scopes[item.nodeid], 0.0) + known.get(plain, 10.0)
+    items.sort(key=lambda item: -cost[scopes[item.nodeid]])
