@@ -190,3 +190,32 @@ def longest_first(items: list[pytest.Item]) -> None:
         scopes[item.nodeid] = group or plain
         cost[scopes[item.nodeid]] = cost.get(scopes[item.nodeid], 0.0) + known.get(plain, 10.0)
     items.sort(key=lambda item: -cost[scopes[item.nodeid]])
+
+
+@pytest.fixture(scope="session")
+def thrift_server(tmp_path_factory):
+    """One Spark Thrift Server per test process, for the files that use it."""
+    import servers
+
+    server = servers.start_thrift(tmp_path_factory.mktemp("thrift"))  # ANSI on
+    yield server
+    server.stop()
+    assert not server.alive()
+
+
+@pytest.fixture(scope="session")
+def metastore(tmp_path_factory):
+    """One Hive metastore service on PostgreSQL per test process, for the files that use it."""
+    import shutil
+    import tempfile
+
+    import servers
+
+    # not below pytest's basetemp (mode 0700): PostgreSQL runs as the postgres user
+    state = Path(tempfile.mkdtemp(prefix="chaintable-metastore-"))
+    state.chmod(0o755)
+    server = servers.start_metastore(state)
+    yield server
+    server.stop()
+    assert not server.alive()
+    shutil.rmtree(state, ignore_errors=True)
