@@ -70,17 +70,18 @@ def die_at_own_step(monkeypatch) -> None:
     )
 
 
-def schema_files(p) -> dict[str, tuple[int, int]]:
-    """{path: (size, modified ns)} of every file in the schema's directory."""
+def schema_files(p) -> dict[str, tuple[bool, int, int]]:
+    """{path: (a directory, size, modified ns)} of every file and directory in the schema's
+    directory, and the schema's tables under "": a table created, even empty, or dropped shows."""
     (location,) = [
         r[1] for r in p.spark.sql(f"DESCRIBE DATABASE {p.schema}").collect() if r[0] == "Location"
     ]
     root = Path(location.removeprefix("file:"))
-    return {
-        str(f.relative_to(root)): (f.stat().st_size, f.stat().st_mtime_ns)
-        for f in root.rglob("*")
-        if f.is_file()
-    }
+    found: dict = {"": sorted(r[1] for r in p.spark.sql(f"SHOW TABLES IN {p.schema}").collect())}
+    for f in root.rglob("*"):
+        st = f.stat()
+        found[str(f.relative_to(root))] = (f.is_dir(), st.st_size, st.st_mtime_ns)
+    return found
 
 
 def test_a_writer_on_another_host_dead_at_a_step_is_taken_over_after_its_lease(
@@ -104,8 +105,8 @@ def test_a_writer_on_another_host_dead_at_a_step_is_taken_over_after_its_lease(
     died = time.monotonic()
     assert all(f"failpoint {point}" in p.log_text() for point in POINTS)
     monkeypatch.setenv(safety.HOST_ENV, "pod-b")  # the pod comes back under another name
-    # the refused runs come at once, within the lease; what they left is the files (the chains'
-    # reads take seconds on a loaded machine, the lease runs 10)
+    # the refused runs come at once, within the lease; what they left is the schema (its tables,
+    # files and directories: the chains' reads take seconds on a loaded machine, the lease 10)
     files = schema_files(p)
     assert any(f.endswith(".parquet") for f in files), files  # the chains' files, found
     run_chains(p, CHAINS, expect_ok=False)  # within the lease: refused
