@@ -108,6 +108,11 @@ class Project:
             json.dumps({"chain_test": {"target": "t", "outputs": {"t": self.output}}})
         )
         self.logs: list[str] = []
+        # dbt's JSON artifacts (manifest.json with every macro, run_results.json), written only
+        # for the tests that read them (dbt retry reads run_results.json). test_merge_engines.py
+        # alone, runs alternated: this process's CPU 8.0 and 7.7 s without them, 9.0 and 9.3 s
+        # with them
+        self.artifacts = False
 
     def model(self, name: str, sql: str) -> None:
         (self.root / "models" / f"{name}.sql").write_text(textwrap.dedent(sql))
@@ -128,6 +133,8 @@ class Project:
                 self.logs.append(str(msg))
 
         argv = list(args) + ["--project-dir", str(self.root), "--profiles-dir", str(self.root)]
+        if not self.artifacts:
+            argv.append("--no-write-json")
         if vars is not None:
             argv += ["--vars", json.dumps(vars)]
         self._mark_parsed_files(json.dumps(vars, sort_keys=True))

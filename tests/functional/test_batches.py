@@ -173,6 +173,7 @@ def test_changes_give_every_kind_of_change():
 
 def test_backfill_equals_var_runs_for_every_engine_failure_retry_and_downstream(project):
     p = project
+    p.artifacts = True  # dbt retry reads run_results.json
     rows = changes(DAYS)
     source(p, "changes", rows)
     p.file("models/sources.yml", SOURCES)
@@ -337,6 +338,7 @@ def test_chain_incremental_runs_its_batches_itself_failure_and_retry(project):
     its var-driven twin's run of that day; a failed day stops it, dbt retry writes from it.
     The twin's days are `deduplicated`, which the backfill test above proves equal to them."""
     p = project
+    p.artifacts = True  # dbt retry reads run_results.json
     days = DAYS[:3]
     rows = changes(days)
     p.file("models/sources.yml", SOURCES)

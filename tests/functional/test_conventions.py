@@ -101,6 +101,7 @@ def rows_affected(p):
 
 def test_dbt_conventions(project):
     p = project
+    p.artifacts = True  # run_results.json and the docs' artifacts are read
     p.table("changes", "id int, v string, region string, dt string", ROWS)
     p.model("t", MODEL.format(extra=""))
     p.model("t_orc", MODEL.format(extra=", file_format='orc'"))
