@@ -9,6 +9,7 @@ import datetime as dt
 import threading
 import time
 from pathlib import Path
+from stat import S_ISDIR
 
 from pyspark.errors import AnalysisException
 
@@ -70,17 +71,19 @@ def die_at_own_step(monkeypatch) -> None:
     )
 
 
-def schema_files(p) -> dict[str, tuple[bool, int, int]]:
+def schema_files(p) -> dict[str, object]:
     """{path: (a directory, size, modified ns)} of every file and directory in the schema's
     directory, and the schema's tables under "": a table created, even empty, or dropped shows."""
     (location,) = [
         r[1] for r in p.spark.sql(f"DESCRIBE DATABASE {p.schema}").collect() if r[0] == "Location"
     ]
     root = Path(location.removeprefix("file:"))
-    found: dict = {"": sorted(r[1] for r in p.spark.sql(f"SHOW TABLES IN {p.schema}").collect())}
+    found: dict[str, object] = {
+        "": sorted(r[1] for r in p.spark.sql(f"SHOW TABLES IN {p.schema}").collect())
+    }
     for f in root.rglob("*"):
         st = f.stat()
-        found[str(f.relative_to(root))] = (f.is_dir(), st.st_size, st.st_mtime_ns)
+        found[str(f.relative_to(root))] = (S_ISDIR(st.st_mode), st.st_size, st.st_mtime_ns)
     return found
 
 
