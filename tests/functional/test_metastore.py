@@ -72,7 +72,7 @@ def read(f, table):
 with open(out, "a") as f:
     while not os.path.exists(stop):
         read(f, "t")
-        time.sleep(0.2)
+        time.sleep(1.0)  # a dashboard's pace: a loop every ~2 s still meets every change
     for table in finals.split(","):
         read(f, table)
 """

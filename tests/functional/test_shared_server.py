@@ -60,8 +60,10 @@ def test_readers_in_other_sessions_never_lose_the_view(thrift_server, tmp_path, 
                         errors.append((d, took, str(e)[:200] + " ... " + str(e)[-300:]))
                     # a dashboard's pace, not a tight loop: unpaced, three loops of tiny
                     # broadcast joins filled the server's 1 GB heap with 8 MB hash pages
-                    # faster than Spark cleaned them up (OutOfMemoryError in a broadcast)
-                    time.sleep(0.25)
+                    # faster than Spark cleaned them up (OutOfMemoryError in a broadcast).
+                    # A read a second: every change still meets reads of each day, and the
+                    # readers leave the machine's CPU to the writer (the Connect test below)
+                    time.sleep(1.0)
         finally:
             conn.close()
 
@@ -227,7 +229,9 @@ def reader(i):
                 except Exception as e:
                     took = round(time.monotonic() - began, 1)
                     emit({"reader": i, "day": d, "error": f"{took}s {str(e)[:500]}"})
-                time.sleep(0.25)
+                # a read a second per session: with a read every 0.25 s the three sessions
+                # took ~20 s of the machine's CPU from the run they watch (110 s -> 87-93 s)
+                time.sleep(1.0)
     finally:
         spark.stop()
 
@@ -421,7 +425,14 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
         # snapshot 0801 goes with delta 0802 (0803 is the anchor kept)
         dbt("run-operation", "expire_chain", "--args", json.dumps({"now": "2035-08-06 00:00:00",
             "model": "t"}))  # fmt: skip
-        time.sleep(1)
+        read_before = len(reads())
+        deadline = time.monotonic() + 120
+        while ("20250801", ["0", "None"]) not in [
+            (r["day"], r.get("answer")) for r in reads()[read_before:]
+        ]:  # a session has read the expired day since
+            assert readers.poll() is None, readers.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "no session read day 20250801 after the expiration"
+            time.sleep(0.5)
         stop_file.touch()
         out, _ = readers.communicate(timeout=120)
         assert readers.returncode == 0, out[-3000:]
