@@ -185,6 +185,8 @@ def _sql_confs(state_dir: Path) -> list[str]:
         # read of a merged day broadcasts a small hash table, and with the heap far from full
         # (no full GC) a few minutes of reader loops filled it with them (OutOfMemoryError)
         "spark.cleaner.periodicGC.interval": "20s",
+        # and each of those hash tables in a 1 MB page, not 8 MB (helpers.session_params)
+        "spark.buffer.pageSize": "1m",
     }
     # the JVM's temp dir too: Hive's <uuid>_resources and scratch dirs would land in /tmp
     (state_dir / "tmp").mkdir(exist_ok=True)
