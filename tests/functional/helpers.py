@@ -42,7 +42,11 @@ SERIAL_GC = "-XX:+UseSerialGC"
 # Derby, the embedded metastore's database, compiles every SQL text the metastore sends it into
 # a class, and keeps 100 of them by default: the metastore sends more than 100 kinds
 DERBY_STATEMENTS = "-Dderby.language.statementCacheSize=2000"
-COMMON_JVM_OPTS = f"{SERIAL_GC} {DERBY_STATEMENTS} {SHARED_CLASSES}".strip()
+# A JVM collects its whole heap each time its loaded classes pass the metaspace's first mark
+# (~20 MB): a Spark driver loads ~100 MB of them, three full collections in its first 20 s
+# (-Xlog:gc); from 256 MB on, none
+METASPACE = "-XX:MetaspaceSize=256m"
+COMMON_JVM_OPTS = f"{SERIAL_GC} {METASPACE} {DERBY_STATEMENTS} {SHARED_CLASSES}".strip()
 # The session's C2 compiles only methods called ~40,000 times (the default: 5,000-15,000). Its
 # queries each run a new shape over a few rows, so the profile is flat: in a run of
 # test_chain_core.py alone (127 s) the JVM made 65,000 compilations and spent 92 s compiling
