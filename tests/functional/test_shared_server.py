@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import servers
@@ -400,11 +401,17 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
                 return []
             return [json.loads(x) for x in out_file.read_text().splitlines() if x.strip()]
 
-        deadline = time.monotonic() + 120
-        while len({r["reader"] for r in reads()}) < 3:  # every session has read once
-            assert readers.poll() is None, readers.communicate()[0][-3000:]
-            assert time.monotonic() < deadline, "the reader sessions never read"
-            time.sleep(0.5)
+        def read_until(done: Callable[[list[dict]], bool], what: str) -> None:
+            """Waits (up to 120 s) until the reads so far satisfy `done`; the readers run."""
+            deadline = time.monotonic() + 120
+            while not done(reads()):
+                assert readers.poll() is None, readers.communicate()[0][-3000:]
+                assert time.monotonic() < deadline, what
+                time.sleep(0.5)
+
+        read_until(
+            lambda rs: len({r["reader"] for r in rs}) >= 3, "the reader sessions never read"
+        )  # every session has read once
         dbt("run", "--select", "t", dt="20250804")
         dbt("run-operation", "compact_chain", "--args",
             json.dumps({"model": "t", "partition": {"dt": "20250803"}}))  # fmt: skip
@@ -426,13 +433,13 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
         dbt("run-operation", "expire_chain", "--args", json.dumps({"now": "2035-08-06 00:00:00",
             "model": "t"}))  # fmt: skip
         read_before = len(reads())
-        deadline = time.monotonic() + 120
-        while ("20250801", ["0", "None"]) not in [
-            (r["day"], r.get("answer")) for r in reads()[read_before:]
-        ]:  # a session has read the expired day since
-            assert readers.poll() is None, readers.communicate()[0][-3000:]
-            assert time.monotonic() < deadline, "no session read day 20250801 after the expiration"
-            time.sleep(0.5)
+        read_until(  # a session has read the expired day since
+            lambda rs: any(
+                r["day"] == "20250801" and r.get("answer") == ["0", "None"]
+                for r in rs[read_before:]
+            ),
+            "no session read day 20250801 after the expiration",
+        )
         stop_file.touch()
         out, _ = readers.communicate(timeout=120)
         assert readers.returncode == 0, out[-3000:]
