@@ -85,8 +85,9 @@ def session_params(root: Path) -> dict[str, str]:
         "spark.sql.codegen.wholeStage": "false",
         # a hash map's memory comes in pages, 8 MB each by default here: every broadcast of a
         # merged read (a few rows) took at least one, and the old generation filled with them
-        # until a full collection (test_merge_engines.py alone: 13 full collections, 4.8 s of
-        # pauses, 91 and 87 s of the machine's CPU; with 1 MB pages none, 1.2-1.9 s, 81 and 81 s)
+        # until a full collection (test_merge_engines.py alone: 11 full collections for room,
+        # 4.8 s of pauses with all others, 91 and 87 s of the machine's CPU; with 1 MB pages none
+        # for room, 1.2-1.9 s, 81 and 81 s)
         "spark.buffer.pageSize": "1m",
     }
 
