@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -59,9 +60,24 @@ def thrift_output(port: int, schema: str, **extra: Any) -> dict[str, Any]:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range. A port the kernel picked (bind to 0) is
+    one it may hand out again to any socket before the server binds it: a Spark Connect server's
+    own driver took its port first once, so it failed to bind ("Failed to bind") while the port
+    answered, and dbt waited on it for 600 s."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    ports = list(range(10000, max(10001, low)))
+    random.shuffle(ports)  # two test workers choose at once
+    for port in ports:
+        with socket.socket() as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port on {HOST} in 10000-{low}")
 
 
 def port_open(port: int) -> bool:
