@@ -193,6 +193,16 @@ def longest_first(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
+def threads_reference(spark, spark_root, tmp_path_factory):
+    """The days of threads_project.py run with --threads 1 in this process's session, built on
+    first use (a getter): what its runs with --threads 4 read as (test_threads.py, and
+    test_metastore.py on a metastore service)."""
+    import threads_project
+
+    return threads_project.shared_reference(spark, spark_root, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def thrift_server(tmp_path_factory):
     """One Spark Thrift Server per test process, for the files that use it."""
     import servers

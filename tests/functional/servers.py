@@ -22,7 +22,6 @@ import random
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -432,70 +431,3 @@ def start_metastore(state_dir: Path) -> Metastore:
         raise RuntimeError(f"metastore did not start:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     server.startup_seconds = time.monotonic() - started
     return server
-
-
-READER = """
-import json, os, sys, time
-from pyspark.sql import SparkSession
-params, work = json.loads(sys.argv[1]), sys.argv[2]
-builder = SparkSession.builder.enableHiveSupport()
-for k, v in params.items():
-    builder = builder.config(k, v)
-spark = builder.getOrCreate()
-n = 0
-while True:
-    ask = os.path.join(work, f"ask-{n}.json")
-    if not os.path.exists(ask):
-        time.sleep(0.1)
-        continue
-    qs = json.loads(open(ask).read())
-    if qs is None:
-        break
-    # a new session per read: no table metadata cached from the read before
-    s = spark.newSession()
-    out = {k: [list(r) for r in s.sql(q).collect()] for k, q in qs.items()}
-    with open(os.path.join(work, "rows.tmp"), "w") as f:
-        f.write(json.dumps(out))
-    os.rename(os.path.join(work, "rows.tmp"), os.path.join(work, f"rows-{n}.json"))
-    n += 1
-"""
-
-
-class MetastoreReader:
-    """A Spark driver of its own on a metastore service, for a test's reads there: one process
-    for all of them (its JVM starts while the first dbt process runs)."""
-
-    def __init__(self, metastore: Metastore, work: Path):
-        self.work, self.n = work, 0
-        work.mkdir()
-        (work / "reader.py").write_text(READER)
-        params = json.dumps(metastore.session_params())
-        with open(work / "reader.err", "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(work / "reader.py"), params, str(work)],
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
-
-    def ask(self, qs: dict[str, str] | None) -> None:
-        (self.work / "ask.tmp").write_text(json.dumps(qs))
-        (self.work / "ask.tmp").rename(self.work / f"ask-{self.n}.json")
-
-    def query(self, qs: dict[str, str]) -> dict[str, list]:
-        self.ask(qs)
-        rows = self.work / f"rows-{self.n}.json"
-        deadline = time.monotonic() + 600
-        while not rows.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError((self.work / "reader.err").read_text()[-3000:])
-            time.sleep(0.1)
-        self.n += 1
-        return json.loads(rows.read_text())
-
-    def stop(self) -> None:
-        self.ask(None)  # the reader ends
-        try:
-            self.proc.wait(timeout=60)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()

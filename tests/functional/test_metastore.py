@@ -6,8 +6,10 @@ chain in the same schema runs beside them without waiting. A reader process loop
 published days through all of it, a compaction and an expiration included: no read fails, and
 every answer is one of the day's states. A writer of a third chain SIGKILLed on another host
 leaves its lock: a writer is refused while the lease runs, and the rerun after it breaks it.
+The first run and the rerun run with `--threads 4`, over the chains of threads_project.py too:
+each of their days reads there as with `--threads 1` in a session.
 
-Both tests read one history (each dbt process starts a JVM, ~10 s): the chain whose writer is
+The tests read one history (each dbt process starts a JVM, ~10 s): the chain whose writer is
 killed is written by the same processes as the others (its refused writer is u's, beside the
 two writers of `t`), its lease running out while they run; the compaction and the expiration
 are the rerun's on-run-end hook."""
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from helpers import READER_GRACE, beyond_the_grace
+from threads_project import SERVER_CHAINS, SERVER_DAYS, normalized, queries, write_models
 
 from dbt.adapters.chaintable.chain.catalog import READER_GRACE_ENV
 from dbt.adapters.chaintable.publish.safety import HOST_ENV
@@ -46,11 +49,12 @@ MAINTAIN = """
 """
 KEYS = {D1: [1, 2, 3, 4], D2: [1, 2, 5]}
 # the reader loops over the days of `t` until `stop` exists, then reads the days of each table
-# of `finals` once (the state a run left, read by another driver)
+# of `finals` once (the state a run left, read by another driver); before the loop and after it
+# it answers the queries of the file `asks` (the threads models after each of their runs)
 READER = """
 import json, os, sys, time
 from pyspark.sql import SparkSession
-params, schema, days, out, stop, finals = json.loads(sys.argv[1]), *sys.argv[2:]
+params, schema, days, out, stop, finals, asks = json.loads(sys.argv[1]), *sys.argv[2:]
 builder = SparkSession.builder.enableHiveSupport()
 for k, v in params.items():
     builder = builder.config(k, v)
@@ -69,12 +73,21 @@ def read(f, table):
             f.write(json.dumps({"table": table, "day": day, "took": took, "error": str(e)[:500]}) + "\\n")
         f.flush()
 
+def answer(phase):
+    s = spark.newSession()  # no table metadata cached from the reads before
+    rows = {k: [list(r) for r in s.sql(q).collect()] for k, q in json.loads(open(asks).read()).items()}
+    with open(f"{asks}.tmp", "w") as f:
+        f.write(json.dumps(rows))
+    os.rename(f"{asks}.tmp", f"{asks}.{phase}")
+
+answer("start")
 with open(out, "a") as f:
     while not os.path.exists(stop):
         read(f, "t")
         time.sleep(1.0)  # a dashboard's pace: a loop every ~2 s still meets every change
     for table in finals.split(","):
         read(f, table)
+answer("end")
 """
 
 
@@ -105,10 +118,12 @@ class Dbt:
         rows = ", ".join(f"({k}, '{d}')" for d in KEYS for k in KEYS[d])
         for model in ("t", "u", "k"):
             (root / "models" / f"{model}.sql").write_text(CHAIN.format(rows=rows))
+        write_models(root / "models" / "threads", SERVER_CHAINS)  # to the schema <schema>_t4
         (root / "dbt_project.yml").write_text(
             "name: ms\nversion: '1.0'\nconfig-version: 2\nprofile: ms\nmodel-paths: [models]\n"
             "macro-paths: [macros]\n"
             "on-run-end: \"{{ maintain() if execute and var('maintain', '') else '' }}\"\n"
+            "models:\n  ms:\n    threads:\n      +schema: t4\n"
         )
         (root / "macros").mkdir()
         (root / "macros" / "maintain.sql").write_text(MAINTAIN)
@@ -156,6 +171,9 @@ class History:
     rerun: str = ""  # t's loser again, with k's writer on pod-b after the lease
     taken: float = 0.0  # seconds from k's kill to the end of the run that took its lock over
     reads: list[dict] = field(default_factory=list)
+    # the threads models read after the first run (D1) and after the rerun (D2): {day: rows}
+    threads: dict[str, dict[str, list]] = field(default_factory=dict)
+    reader_err: str = ""
 
     @property
     def loser(self) -> str:
@@ -197,29 +215,40 @@ def history(metastore, tmp_path_factory) -> History:
     tmp = tmp_path_factory.mktemp("ms")
     h = History("ms_" + uuid.uuid4().hex[:8])
     dbt = Dbt(tmp / "proj", metastore, h.schema)
-    dbt.run("run", dt=D1)  # the first run: snapshot D1 of the three chains
-    stop, log = tmp / "stop", tmp / "reads.jsonl"
+    # the first run: snapshot D1 of the three chains, and D1 of the threads models
+    dbt.run("run", "--threads", "4", dt=D1)
+    stop, log, asks = tmp / "stop", tmp / "reads.jsonl", tmp / "threads.json"
+    asks.write_text(json.dumps(queries(f"{h.schema}_t4", SERVER_CHAINS)))
     (tmp / "reader.py").write_text(READER)
     params = json.dumps(metastore.session_params())
-    reader = subprocess.Popen(
-        [sys.executable, str(tmp / "reader.py"), params, h.schema, f"{D1},{D2}", str(log)]
-        + [str(stop), "k"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with open(tmp / "reader.err", "w") as err:
+        reader = subprocess.Popen(
+            [sys.executable, str(tmp / "reader.py"), params, h.schema, f"{D1},{D2}", str(log)]
+            + [str(stop), "k", str(asks)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     try:
         died = kill_k(dbt)
         write_t_twice(dbt, h, tmp / "release")
         time.sleep(max(0.0, 46 - (time.monotonic() - died)))
-        # the loser's rerun of t, and k's writer on pod-b once the lease has run out; then a
-        # compaction and an expiration, its on-run-end hook (macros/maintain.sql)
-        h.rerun = dbt.run("run", "-s", "t", "k", host="pod-b", dt=D2, tag=h.loser, maintain="1")
+        # the loser's rerun of t, and k's writer on pod-b once the lease has run out, beside D2
+        # of the threads models; then a compaction and an expiration of t, its on-run-end hook
+        # (macros/maintain.sql)
+        h.rerun = dbt.run(
+            "run", "--threads", "4", "-s", "t", "k", "path:models/threads",
+            host="pod-b", dt=D2, tag=h.loser, maintain="1",
+        )  # fmt: skip
         h.taken = time.monotonic() - died
         time.sleep(2)
     finally:
         stop.write_text("")
         reader.wait(timeout=120)
     h.reads = [json.loads(line) for line in log.read_text().splitlines()]
+    for day, phase in ((D1, "start"), (D2, "end")):
+        if Path(f"{asks}.{phase}").exists():
+            h.threads[day] = json.loads(Path(f"{asks}.{phase}").read_text())
+    h.reader_err = (tmp / "reader.err").read_text()
     return h
 
 
@@ -265,3 +294,16 @@ def test_a_writer_sigkilled_on_another_host_is_taken_over_after_its_lease(histor
         D1: answer(spark, state({D1: KEYS[D1]}, {})),
         D2: answer(spark, state(KEYS, {D2: h.loser})),
     }
+
+
+def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(history, threads_reference):
+    """The first run (D1) and the rerun (D2) ran with `--threads 4` over the chains of
+    threads_project.py too, in dbt processes on the metastore service, beside the other
+    writers: read by another driver after each, every model and branch equals the same day run
+    with `--threads 1` in a session."""
+    assert SERVER_DAYS == [D1, D2]
+    assert list(history.threads) == SERVER_DAYS, history.reader_err[-3000:]
+    expected = threads_reference()
+    for day, rows in history.threads.items():
+        got = normalized(rows)
+        assert got == {k: expected[day][k] for k in got}, day

@@ -1,231 +1,21 @@
 """`dbt run --threads 4` over eight chain models and models downstream of them
 (docs/design.md#crash-safety-and-locking): every chain takes its own lock and renews it from its
 own thread, the downstream models wait for theirs, and every day of every model equals the same
-days run with `--threads 1` into another schema. In one session (embedded Derby), and over four
-of the chains on a Thrift Server and in dbt processes on a Hive metastore service."""
+days run with `--threads 1` into another schema (threads_project.py). In one session (embedded
+Derby), and over four of the chains on a Thrift Server; test_metastore.py runs them in dbt
+processes on a Hive metastore service."""
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
-import subprocess
-import sys
-import textwrap
 import uuid
-from collections.abc import Callable
-from pathlib import Path
 
-import pytest
-import servers
-from helpers import Project, ThriftProject, session_output
+from helpers import ThriftProject
+from threads_project import SERVER_CHAINS, SERVER_DAYS, run_and_compare, write_project
 
 from dbt.adapters.chaintable.chain.catalog import READER_GRACE_ENV
 
-SOURCE = "{{ ref('changes') }}"  # built by each run's own dbt, in its schema
-CHAIN = """
-{{{{ config(materialized='chain_incremental', partition_by={partition_by},
-          primary_key={primary_key}, chain_partition={{'dt': var('dt')}}, {extra}) }}}}
-select {cols} from {source} where dt = '{{{{ var("dt") }}}}'
-"""
-CHAINS = {
-    "c_dedup": (
-        "['region', 'dt']",
-        "['id', 'region', 'dt']",
-        "chain_partition_keys=['dt'], "
-        "sequence_field='seq', rowkind_field='op', chain_compaction={'max_chain_length': 2}",
-    ),
-    "c_plain": ("['dt']", "['id', 'region', 'dt']", "cumulative_delta=false"),
-    "c_partial": (
-        "['region', 'dt']",
-        "['id', 'region', 'dt']",
-        "chain_partition_keys=['dt'], merge_engine='partial-update', sequence_field='seq'",
-    ),
-    "c_agg": (
-        "['region', 'dt']",
-        "['id', 'region', 'dt']",
-        "chain_partition_keys=['dt'], merge_engine='aggregation', aggregate_functions={'n': 'sum'}",
-    ),
-    "c_first": ("['dt']", "['id', 'region', 'dt']", "merge_engine='first-row'"),
-    "c_ratio": (
-        "['region', 'dt']",
-        "['id', 'region', 'dt']",
-        "chain_partition_keys=['dt'], "
-        "sequence_field='seq', chain_compaction={'max_cumulative_ratio': 0.2}",
-    ),
-    "c_bucketed": ("['dt']", "['id', 'region', 'dt']", "buckets=2, clustered_by=['id']"),
-    "c_expiring": (
-        "['region', 'dt']",
-        "['id', 'region', 'dt']",
-        "chain_partition_keys=['dt'], "
-        "partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd', "
-        "partition_expiration_time='400 d', partition_expiration_check_interval='1 s', "
-        "chain_compaction={'max_chain_length': 1}",
-    ),
-}
-DOWNSTREAM = {
-    # a daily aggregate over one chain's full day, and a day read through chain_read
-    "d_counts": "{{ config(materialized='incremental', partition_by=['dt'], "
-    "incremental_strategy='insert_overwrite') }}\n"
-    "select region, count(*) as n, sum(n) as total, dt from {{ ref('c_dedup') }} "
-    "where dt = '{{ var(\"dt\") }}' group by region, dt",
-    "d_read": "{{ config(materialized='table') }}\n"
-    "select * from {{ chain_read(ref('c_partial'), {'dt': var('dt')}) }}",
-}
-DAYS = ["20250801", "20250802", "20250803"]
-ROWS = (
-    [(i, f"v{i}", i, 10, "+I", r, DAYS[0]) for i in range(1, 9) for r in ("CN", "US")]
-    + [(1, "a2", 5, 20, "+U", "CN", DAYS[1]), (2, "b2", 1, 21, "-D", "US", DAYS[1])]
-    + [(3, "c2", 2, 22, "+U", "US", DAYS[1])]
-    + [(1, "a3", 1, 30, "+U", "US", DAYS[2]), (9, "i3", 9, 31, "+I", "CN", DAYS[2])]
-    + [(4, "d4", 3, 40, "+U", "CN", DAYS[2]), (5, "e4", 2, 41, "+U", "US", DAYS[2])]
-    + [(6, "f4", 1, 42, "+U", "CN", DAYS[2])]
-)
 
-
-COLUMNS = "id, v, n, seq, op, region, dt"
-
-
-PROJECT = """
-name: chain_test
-version: '1.0'
-config-version: 2
-profile: chain_test
-model-paths: [models]
-macro-paths: [macros]
-models:
-  chain_test:
-    +schema: "{{ var('sfx') }}"
-"""
-
-
-def write_project(root: Path, chains: tuple[str, ...] = tuple(CHAINS)) -> None:
-    """The project: the source `changes` (a table model), the chains (all of CHAINS, or those
-    named), the downstream models; every model goes to the schema `<profile schema>_<var sfx>`."""
-    (root / "models").mkdir(parents=True, exist_ok=True)
-    (root / "dbt_project.yml").write_text(PROJECT)
-    values = ", ".join(
-        "(" + ", ".join(repr(v) if isinstance(v, str) else str(v) for v in row) + ")"
-        for row in ROWS
-    )
-    (root / "models" / "changes.sql").write_text(
-        "{{ config(materialized='table') }}\nselect * from values "
-        + values
-        + " as s(id, v, n, seq, op, region, dt)\n"
-    )
-    for name in chains:
-        partition_by, key, extra = CHAINS[name]
-        sql = CHAIN.format(
-            partition_by=partition_by, primary_key=key, extra=extra, cols=COLUMNS, source=SOURCE
-        )
-        (root / "models" / f"{name}.sql").write_text(textwrap.dedent(sql))
-    for name, sql in DOWNSTREAM.items():
-        (root / "models" / f"{name}.sql").write_text(sql)
-
-
-def queries(schema: str, chains: tuple[str, ...] = tuple(CHAINS)) -> dict[str, str]:
-    """What is compared: every model's rows and both branches' partitions."""
-    out = {model: f"select * from {schema}.{model}" for model in [*chains, *DOWNSTREAM]}
-    for model in chains:
-        for branch in ("snapshot", "delta"):
-            out[f"{model}__{branch}"] = f"SHOW PARTITIONS {schema}.{model}__{branch}"
-    return out
-
-
-def normalized(results: dict[str, list]) -> dict[str, list]:
-    return {k: sorted((tuple(r) for r in rows), key=repr) for k, rows in results.items()}
-
-
-def run_and_compare(
-    run: Callable[[str], None],
-    read: Callable[[dict[str, str]], dict],
-    schema: str,
-    reference: Callable[[], dict[str, dict[str, list]]],
-    days: list[str] = DAYS,
-    chains: tuple[str, ...] = tuple(CHAINS),
-) -> None:
-    """Each of `days` run with --threads 4 into `<schema>_t4`: after each day the schema reads as
-    the reference (the contents after each day run with --threads 1) does for `chains` and the
-    downstream models. The reference is asked for only once the days have run: on the other
-    test worker it may still be building meanwhile."""
-    got = {}
-    for day in days:
-        run(day)
-        got[day] = normalized(read(queries(f"{schema}_t4", chains)))
-    expected = reference()
-    for day in days:
-        assert got[day] == {k: expected[day][k] for k in got[day]}, day
-
-
-@pytest.fixture(scope="module")
-def reference(spark, spark_root, tmp_path_factory) -> Callable[[], dict[str, dict[str, list]]]:
-    """Every day of DAYS run with --threads 1 in a session: {day: contents after it}, what every
-    run with --threads 4 below must read as, here or on a server. Its tests may run on both test
-    workers (the servers' tests are grouped on one): the first to call it builds it, under a file
-    lock in the directory the workers share, and the other reads what it wrote."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # this run's directory, above each worker's own
-    built: dict[str, dict[str, list]] = {}
-
-    def get() -> dict[str, dict[str, list]]:
-        if built:
-            return built
-        with open(shared / "threads-reference.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            done = shared / "threads-reference.json"
-            if done.exists():
-                built.update(
-                    {
-                        day: {k: [tuple(r) for r in rows] for k, rows in contents.items()}
-                        for day, contents in json.loads(done.read_text()).items()
-                    }
-                )
-            else:
-                built.update(build_reference(spark, spark_root, tmp_path_factory))
-                done.write_text(json.dumps(built))
-        return built
-
-    return get
-
-
-def build_reference(spark, spark_root, tmp_path_factory) -> dict[str, dict[str, list]]:
-    p = Project(
-        tmp_path_factory.mktemp("t1"),
-        spark,
-        session_output(spark_root),
-        "r1_" + uuid.uuid4().hex[:8],
-    )
-    write_project(p.root)
-    out = {}
-    try:
-        for day in DAYS:
-            p.dbt("run", "--threads", "1", vars={"dt": day, "sfx": "t1"})
-            qs = queries(f"{p.schema}_t1")
-            out[day] = normalized({k: p.spark.sql(q).collect() for k, q in qs.items()})
-    finally:
-        spark.sql(f"DROP DATABASE IF EXISTS {p.schema}_t1 CASCADE")
-    last = out[DAYS[-1]]
-    # what the days prove: the policies compacted, expiration kept only the last day (every
-    # day is 400 days old), the downstream models hold every day
-    assert last["c_dedup__snapshot"] == [
-        (f"region={r}/dt={d}",) for r in ("CN", "US") for d in DAYS[::2]
-    ]
-    assert last["c_expiring__snapshot"] == [(f"region={r}/dt={DAYS[-1]}",) for r in ("CN", "US")]
-    assert sorted({r[-1] for r in last["d_counts"]}) == DAYS
-    assert {r[-1] for r in last["d_read"]} == {DAYS[-1]}
-    return out
-
-
-# on a server, the first two days: a first load and a day of deltas (with the compaction and the
-# expiration of `c_expiring`), over four of the chains and the models downstream of them, still
-# more models than threads; how each merge engine and option runs beside the others is the
-# session test's (all eight chains, three days)
-SERVER_DAYS = DAYS[:2]
-SERVER_CHAINS = ("c_dedup", "c_partial", "c_bucketed", "c_expiring")
-
-
-def test_threads_4_over_eight_chains_equal_threads_1_in_a_session(project, reference):
+def test_threads_4_over_eight_chains_equal_threads_1_in_a_session(project, threads_reference):
     p = project
     write_project(p.root)
 
@@ -236,13 +26,13 @@ def test_threads_4_over_eight_chains_equal_threads_1_in_a_session(project, refer
         return {k: [tuple(r) for r in p.spark.sql(q).collect()] for k, q in qs.items()}
 
     try:
-        run_and_compare(run, read, p.schema, reference)
+        run_and_compare(run, read, p.schema, threads_reference)
     finally:
         p.spark.sql(f"DROP DATABASE IF EXISTS {p.schema}_t4 CASCADE")
 
 
 def test_threads_4_equal_threads_1_on_a_thrift_server(
-    thrift_server, tmp_path, reference, monkeypatch
+    thrift_server, tmp_path, threads_reference, monkeypatch
 ):
     # no reader of another session here: deletions need not wait the default 15 s for one
     # (tests/functional/test_shared_server.py tests the grace with readers)
@@ -259,30 +49,6 @@ def test_threads_4_equal_threads_1_on_a_thrift_server(
         return {k: p.sql(q) for k, q in qs.items()}
 
     try:
-        run_and_compare(run, read, schema, reference, SERVER_DAYS, SERVER_CHAINS)
+        run_and_compare(run, read, schema, threads_reference, SERVER_DAYS, SERVER_CHAINS)
     finally:
         p.sql(f"DROP DATABASE IF EXISTS {schema}_t4 CASCADE")
-
-
-def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(
-    metastore, tmp_path, reference
-):
-    schema = "mt_" + uuid.uuid4().hex[:8]
-    root = tmp_path / "proj"
-    write_project(root, SERVER_CHAINS)
-    metastore.write_profile(root, "chain_test", schema)
-    dbt = str(Path(sys.executable).parent / "dbt")
-    env = {k: v for k, v in os.environ.items() if k != "CHAINTABLE_FAILPOINT"}
-    env[READER_GRACE_ENV] = "1"  # no reader of another session here (as on the Thrift Server)
-    reader = servers.MetastoreReader(metastore, tmp_path / "reader")
-
-    def run(day: str) -> None:
-        argv = [dbt, "run", "--threads", "4", "--project-dir", str(root)]
-        argv += ["--profiles-dir", str(root), "--vars", json.dumps({"dt": day, "sfx": "t4"})]
-        out = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=900)
-        assert out.returncode == 0, out.stdout[-4000:]
-
-    try:
-        run_and_compare(run, reader.query, schema, reference, SERVER_DAYS, SERVER_CHAINS)
-    finally:
-        reader.stop()
