@@ -211,7 +211,7 @@ def write_t_twice(dbt: Dbt, h: History, release: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def history(metastore, tmp_path_factory) -> History:
+def history(metastore, tmp_path_factory, threads_reference) -> History:
     tmp = tmp_path_factory.mktemp("ms")
     h = History("ms_" + uuid.uuid4().hex[:8])
     dbt = Dbt(tmp / "proj", metastore, h.schema)
@@ -231,6 +231,9 @@ def history(metastore, tmp_path_factory) -> History:
     try:
         died = kill_k(dbt)
         write_t_twice(dbt, h, tmp / "release")
+        # k's lease runs out meanwhile: this process builds the threads models' reference (in
+        # its own session, unless the other test worker has) instead of only sleeping
+        threads_reference()
         time.sleep(max(0.0, 46 - (time.monotonic() - died)))
         # the loser's rerun of t, and k's writer on pod-b once the lease has run out, beside D2
         # of the threads models; then a compaction and an expiration of t, its on-run-end hook
