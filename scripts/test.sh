@@ -6,9 +6,16 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 bash scripts/setup.sh
+export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$repo/.venv/bin/python"
+# the classes a Spark driver loads, archived once per venv: each JVM the tests start maps them
+# (scripts/jvm_archive.py: a driver's start 10 s -> 5 s). A new venv's archive takes ~28 s, made
+# meanwhile the linters and the unit tests run (they use one core)
+archive_out=$(mktemp)
+.venv/bin/python scripts/jvm_archive.py > "$archive_out" &
+archive_pid=$!
+trap 'kill "$archive_pid" 2>/dev/null || true; rm -f "$archive_out"' EXIT
 bash scripts/lint.sh
 echo "lint: ruff and mypy passed"
-export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$repo/.venv/bin/python"
 set +e
 # the fast tier first: the unit tests and the golden SQL (no Spark, seconds) stop the run at the
 # first failure, before the functional tier's Spark sessions start
@@ -21,9 +28,8 @@ if [ "$#" = 0 ]; then
   fi
   set -- tests/functional
 fi
-# the classes a Spark driver loads, archived once per venv: each JVM the tests start maps them
-# (scripts/jvm_archive.py: a driver's start 10 s -> 5 s)
-CHAINTABLE_JVM_ARCHIVE=$(.venv/bin/python scripts/jvm_archive.py) || CHAINTABLE_JVM_ARCHIVE=
+CHAINTABLE_JVM_ARCHIVE=
+wait "$archive_pid" && CHAINTABLE_JVM_ARCHIVE=$(cat "$archive_out")
 export CHAINTABLE_JVM_ARCHIVE
 # two workers, each test to whichever is free, but the tests of a server (Thrift Server,
 # metastore service) all on one (tests/functional/conftest.py groups them, so it starts once).
