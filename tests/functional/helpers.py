@@ -83,6 +83,12 @@ def session_params(root: Path) -> dict[str, str]:
         # (DERBY_STATEMENTS), test_chain_core.py alone took 178 and 170 s of the machine's CPU
         # against 189 and 185 s, runs interleaved. The benchmarks keep Spark's default
         "spark.sql.codegen.wholeStage": "false",
+        # and every expression interpreted, not compiled (Spark's fallback when compiling fails):
+        # runs interleaved, test_paimon_scenarios.py took 141 and 146 s of the machine's CPU
+        # against 132 and 135 s, test_expiration.py 120 and 120 s against 114 and 114 s. The
+        # servers and the dbt processes of the tests keep compiling (servers.py), so compiled
+        # code still runs under test
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         # a hash map's memory comes in pages, 8 MB each by default here: every broadcast of a
         # merged read (a few rows) took at least one, and the old generation filled with them
         # until a full collection (test_merge_engines.py alone: 11 full collections for room,
