@@ -39,16 +39,21 @@ def main() -> int:
     venv = Path(sys.prefix)
     archive = venv / f"spark-{pyspark.__version__}-classes.jsa"
     if not archive.is_file():
+        # written aside and renamed once the JVM has ended well: a JVM stopped while it dumps
+        # leaves no half archive under the name the tests trust
+        partial = archive.with_suffix(".jsa.tmp")
         with tempfile.TemporaryDirectory() as work:
             env = {
                 **os.environ,
-                "SPARK_SUBMIT_OPTS": f"-XX:ArchiveClassesAtExit={archive}",
+                "SPARK_SUBMIT_OPTS": f"-XX:ArchiveClassesAtExit={partial}",
                 "DERBY_SYSTEM_HOME": work,
                 "SPARK_LOCAL_IP": "127.0.0.1",
             }
             subprocess.run(
                 [sys.executable, "-c", WORK], cwd=work, env=env, check=True, capture_output=True
             )
+        if partial.is_file():
+            os.replace(partial, archive)
     print(archive if archive.is_file() else "")
     return 0
 

@@ -9,11 +9,12 @@ bash scripts/setup.sh
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$repo/.venv/bin/python"
 # the classes a Spark driver loads, archived once per venv: each JVM the tests start maps them
 # (scripts/jvm_archive.py: a driver's start 10 s -> 5 s). A new venv's archive takes ~28 s, made
-# meanwhile the linters and the unit tests run (they use one core)
+# while the linters and the unit tests run (they use one core), in a process group of its own
+# that a failure before the functional tier stops whole (its JVM included)
 archive_out=$(mktemp)
-.venv/bin/python scripts/jvm_archive.py > "$archive_out" &
+setsid -w .venv/bin/python scripts/jvm_archive.py > "$archive_out" &
 archive_pid=$!
-trap 'kill "$archive_pid" 2>/dev/null || true; rm -f "$archive_out"' EXIT
+trap '[ -z "$archive_pid" ] || kill -- -"$archive_pid" 2>/dev/null || true; rm -f "$archive_out"' EXIT
 bash scripts/lint.sh
 echo "lint: ruff and mypy passed"
 set +e
@@ -30,6 +31,7 @@ if [ "$#" = 0 ]; then
 fi
 CHAINTABLE_JVM_ARCHIVE=
 wait "$archive_pid" && CHAINTABLE_JVM_ARCHIVE=$(cat "$archive_out")
+archive_pid=  # reaped: its PID may be another process's by the end
 export CHAINTABLE_JVM_ARCHIVE
 # two workers, each test to whichever is free, but the tests of a server (Thrift Server,
 # metastore service) all on one (tests/functional/conftest.py groups them, so it starts once).

@@ -194,7 +194,7 @@ def longest_first(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def threads_reference(spark, spark_root, tmp_path_factory):
-    """The days of threads_project.py run with --threads 1 in this process's session, built on
+    """The days of threads_project.py run with --threads 1 in a test process's session, built on
     first use (a getter): what its runs with --threads 4 read as (test_threads.py, and
     test_metastore.py on a metastore service)."""
     import threads_project

@@ -1,6 +1,6 @@
 """The project of the `dbt run --threads 4` tests (test_threads.py, and test_metastore.py on a
 Hive metastore service): eight chain models over one source and two models downstream of them,
-and what each day of it reads as when run with `--threads 1` in this process's session (the
+and what each day of it reads as when run with `--threads 1` in a test process's session (the
 `threads_reference` fixture of conftest.py), which every run with `--threads 4` must read as, in a
 session or on a server."""
 
