@@ -29,7 +29,14 @@ from pathlib import Path
 
 import pytest
 from helpers import READER_GRACE, beyond_the_grace
-from threads_project import SERVER_CHAINS, SERVER_DAYS, normalized, queries, write_models
+from threads_project import (
+    SERVER_CHAINS,
+    SERVER_DAYS,
+    assert_reads_as_reference,
+    normalized,
+    queries,
+    write_models,
+)
 
 from dbt.adapters.chaintable.chain.catalog import READER_GRACE_ENV
 from dbt.adapters.chaintable.publish.safety import HOST_ENV
@@ -321,7 +328,5 @@ def test_threads_4_equal_threads_1_in_processes_on_a_metastore_service(history, 
     with `--threads 1` in a session."""
     assert SERVER_DAYS == [D1, D2]
     assert list(history.threads) == SERVER_DAYS, history.reader_err[-3000:]
-    expected = threads_reference()
-    for day, rows in history.threads.items():
-        got = normalized(rows)
-        assert got == {k: expected[day][k] for k in got}, day
+    got = {day: normalized(rows) for day, rows in history.threads.items()}
+    assert_reads_as_reference(got, threads_reference)

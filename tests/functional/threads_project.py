@@ -152,9 +152,17 @@ def run_and_compare(
     for day in days:
         run(day)
         got[day] = normalized(read(queries(f"{schema}_t4", chains)))
+    assert_reads_as_reference(got, reference)
+
+
+def assert_reads_as_reference(
+    got: dict[str, dict[str, list]], reference: Callable[[], dict[str, dict[str, list]]]
+) -> None:
+    """Each day of `got` ({day: normalized results of `queries`}) reads as that day of the
+    reference does, query for query."""
     expected = reference()
-    for day in days:
-        assert got[day] == {k: expected[day][k] for k in got[day]}, day
+    for day, reads in got.items():
+        assert reads == {k: expected[day][k] for k in reads}, day
 
 
 def shared_reference(
