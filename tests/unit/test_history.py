@@ -122,6 +122,41 @@ def test_changes_join_the_candidate_keys_states_on_both_days():
     )
 
 
+def test_changes_read_a_served_to_days_candidates_from_its_cumulative_delta():
+    r = renderer()
+    plan = plan_history(state(), {"dt": "20250802"}, {"dt": "20250803"}, every_day=False)
+    text = flat(sql.changes(r, plan, {("CN", "20250802"): "s2", ("CN", "20250803"): "s3"}))
+    to_side, from_side = text.split(" FULL OUTER JOIN ")
+    snapshot = "FROM s.t__snapshot WHERE (`region` = '{}' AND `dt` = '20250801')"
+    # on 03, CN's changed keys come from its C partition's live rows
+    live = (
+        "SELECT `id`, `v`, `op`, `seq`, `region`, '20250803' AS `dt` FROM (SELECT __hs.* FROM "
+        "(SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT `id`, `v`, `op`, `seq`, "
+        "`region`, `dt` FROM s.t__cumulative WHERE ((`region` = 'CN' AND `dt` = '20250803')) "
+        "AND `ct__stamp` IN ('s3')) __c WHERE NOT coalesce(`op` IN ('-U', '-D'), false)) __hs "
+        "LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM s.t__delta WHERE (`region` IN "
+        "('CN', 'US') AND `dt` = '20250803')) __hk"
+    )
+    # and from its anchor only the rows of CN's changed keys that C does not hold (an anchor
+    # row that won): a broadcast set, empty when no anchor row won, and Spark skips the scan
+    anchor = (
+        "SELECT `id`, `v`, `op`, `seq`, `region`, '20250803' AS `dt` FROM (SELECT /*+ "
+        "BROADCAST(__hm) */ __a.* FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` "
+        + snapshot.format("CN")
+        + ") __a LEFT SEMI JOIN (SELECT __hs.* FROM (SELECT DISTINCT `id`, `region` FROM "
+        "s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250803')) __hs LEFT ANTI JOIN (SELECT "
+        "`id`, `region` FROM s.t__cumulative WHERE ((`region` = 'CN' AND `dt` = '20250803')) "
+        "AND `ct__stamp` IN ('s3')) __hk ON __hs.`id` = __hk.`id` AND __hs.`region` = "
+        "__hk.`region`) __hm ON __a.`id` = __hm.`id` AND __a.`region` = __hm.`region`) __m"
+    )
+    assert live in to_side and anchor in to_side
+    assert to_side.count(snapshot.format("CN")) == 1 and "'s2'" not in to_side
+    assert to_side.count(snapshot.format("US")) == 2  # US, not served, merges on read
+    # on 02, CN is read as a served day: its anchor without the keys C holds, and C's rows
+    assert from_side.count(snapshot.format("CN")) == 1 and "'s3'" not in from_side
+    assert "`dt` = '20250802')) AND `ct__stamp` IN ('s2')) __kk) __k ON" in from_side
+
+
 def test_changes_across_a_compaction_compare_that_groups_full_states():
     r = renderer()
     plan = plan_history(state(), {"dt": "20250803"}, {"dt": "20250805"}, every_day=False)

@@ -118,6 +118,15 @@ def read(r: ChainSql, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) 
     )
 
 
+def live(r: ChainSql, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> str:
+    """The live rows of the C partitions that serve `plans`' day: its state of every key a
+    delta in (anchor, day] touched, without the anchor's scan (history/sql.py reads the keys
+    of such deltas from here alone)."""
+    parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
+    (rows,) = read_parts(r.opts, r.columns, None, select(r, parts), r.cumulative)
+    return rows
+
+
 def keys_sql(keys: Sequence[str], source: str, mask: str | None, where: str = "") -> str:
     """`read_parts`' keys from C rows `source` (with the mask column when `mask`): each
     key, or with `mask` the first key of each block with the block's mask."""

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import cols_sql, q, string
+from dbt.adapters.chaintable.chain.state import ReadPlan
+from dbt.adapters.chaintable.cumulative import read as cumulative_read
 from dbt.adapters.chaintable.history.plan import HistoryPlan, Segment
 from dbt.adapters.chaintable.read.render import Renderer
 
@@ -73,13 +75,53 @@ def day_state(
     parts = []
     inc = plan.of_groups(i, plan.incremental)
     if inc and keys_sql is not None:
-        parts.append(_join(r.partition_read(inc, serving), keys_sql, "SEMI", _keys(r)))
+        parts.append(_touched_read(r, plan, i, inc, serving, keys_sql))
     full = plan.of_groups(i, plan.full)
     if full:
         parts.append(r.partition_read(full, serving))
     if not parts:
         return r.partition_read([])
     return "\nUNION ALL\n".join(f"SELECT * FROM ({p}) __d{n}" for n, p in enumerate(parts))
+
+
+def _touched_read(
+    r: Renderer,
+    plan: HistoryPlan,
+    i: int,
+    plans: Sequence[ReadPlan],
+    serving: Mapping[Values, str],
+    keys_sql: str,
+) -> str:
+    """Day i's state of its incremental groups' candidate keys (`keys_sql`). On `to` those
+    are deltas in (anchor, to] (the segment's one base is at or before `from`): a serving C
+    partition holds each of them, but a key whose anchor row wins (deduplicate and first-row,
+    cumulative/sql.py), whose state is that row. So a served group's keys come from C's live
+    rows, and from the anchor only for the keys C does not hold: that set is broadcast before
+    the anchor's scan runs, and when it is empty (every engine but those two, and they too
+    while no anchor row wins) Spark drops the join, the anchor's scan with it."""
+    served = [p for p in plans if p.group + p.chain in serving] if i == len(plan.days) - 1 else []
+    rest = [p for p in plans if p not in served]
+    keys = _keys(r)
+    reads = [_join(r.partition_read(rest, serving), keys_sql, "SEMI", keys)] if rest else []
+    if served:
+        chain = served[0].chain
+        live = _join(cumulative_read.live(r, served, serving), keys_sql, "SEMI", keys)
+        reads.append(f"SELECT {r.relabel(chain)} FROM ({live}) __m")
+        anchors = [p.group + p.anchor for p in served if p.anchor is not None]
+        if anchors:
+            parts = {p.group + p.chain: serving[p.group + p.chain] for p in served}
+            held = f"SELECT {cols_sql(keys) or '1 AS __ct_one'} FROM {r.cumulative} WHERE " + (
+                cumulative_read.stamped_where(r, parts)
+            )
+            groups = {p.group for p in served}
+            own = [c for g in plan.segments if g.group in groups for c in g.candidates]
+            missing = _join(_keys_sql(r, own), held, "ANTI", keys)
+            rows = (
+                f"SELECT /*+ BROADCAST(__hm) */ __a.* FROM ({r.select(r.snapshot, anchors)}) __a "
+                f"LEFT SEMI JOIN ({missing}) __hm ON {_on(keys, '__a', '__hm')}"
+            )
+            reads.append(f"SELECT {r.relabel(chain)} FROM ({rows}) __m")
+    return "\nUNION ALL\n".join(reads)
 
 
 # ---- chain_changes ----------------------------------------------------------------------------
