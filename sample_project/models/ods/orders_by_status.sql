@@ -23,9 +23,16 @@ with changes as (
 moves as (
   select status, orders, amount from {{ this }} where dt = '{{ prev }}'
   union all
-  select ct__before.status, -1, -ct__before.amount from changes where ct__change <> 'insert'
-  union all
-  select status, 1, amount from changes where ct__change <> 'delete'
+  {# one read of the changes (Spark computes a CTE once per reference): each change's before
+     image out, its after image in #}
+  select m.status, m.orders, m.amount
+  from changes
+  lateral view inline(filter(array(
+    case when ct__change <> 'insert'
+      then named_struct('status', ct__before.status, 'orders', -1, 'amount', -ct__before.amount) end,
+    case when ct__change <> 'delete'
+      then named_struct('status', status, 'orders', 1, 'amount', amount) end
+  ), x -> x is not null)) m
 )
 select status, sum(orders) as orders, cast(sum(amount) as decimal(22, 2)) as amount, '{{ dt }}' as dt
 from moves
