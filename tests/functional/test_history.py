@@ -3,13 +3,15 @@ two days' states read through the view, and chain_history equals the versions th
 snapshot` would record from each day's state read through the view (computed here in Python),
 for deduplicate (sequence field and row kinds), partial-update (sequence groups) and aggregation,
 each over groups CN and US (a snapshot on day 1, compacted inline on day 4) and EU (delta-only
-from day 4, never compacted). The ranges cover groups read for their changed keys only, groups
-read in full (a compaction inside the range, a group that starts inside it), a day that is a
-snapshot, both forms of a day and a group filter. A fourth chain expires its days before the
+from day 4, never compacted). The ranges cover groups read for their changed keys only (across
+the compaction too: it recorded what it merged), groups read in full (a group that starts
+inside the range), a day that is a snapshot, both forms of a day and a group filter. A fourth chain expires its days before the
 day 4 compaction, so that a day before it is refused. One project, one dbt run a day: the
 readers and the models that must fail run with the last day."""
 
 from __future__ import annotations
+
+import json
 
 import history_expected as expected
 from dbt.artifacts.schemas.results import RunStatus
@@ -212,6 +214,13 @@ def test_changes_and_history_equal_diffs_and_versions_of_the_days_full_states(pr
         snaps = p.partitions(f"{name}__snapshot")
         assert f"region=CN/dt={D[3]}" in snaps and f"region=US/dt={D[3]}" in snaps
         assert not [s for s in snaps if s.startswith("region=EU")]
+        # compaction recorded what they were merged from: ranges across day 4 read CN and US
+        # for their changed keys only (chain/lineage.py)
+        props = dict(p.rows(f"SHOW TBLPROPERTIES {{s}}.{name}__snapshot"))
+        assert sorted(json.loads(props["chaintable.compacted"])) == [
+            f"region=CN/dt={D[3]}",
+            f"region=US/dt={D[3]}",
+        ]
         state = states(p, name, cols)
         assert state[D[0]] and state[D[4]]
         changes = by_range(p, f"{name}_changes")

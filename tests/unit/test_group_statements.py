@@ -141,13 +141,14 @@ def test_a_daily_runs_publish_names_every_groups_partition_in_one_statement(grou
         )
 
 
-@pytest.mark.parametrize(("groups", "count"), [(1, 29), (4, 30), (16, 30)])
+@pytest.mark.parametrize(("groups", "count"), [(1, 30), (4, 31), (16, 31)])
 def test_a_compactions_statements_by_number_of_groups(groups, count):
     """(27, 31 and 43 before; 28, 35 and 59 before that.) Its pub table's partitions are
     published at the directories its write gave them, and the new anchors' highest sequence,
     from the compaction's scan, is recorded without asking where each anchor is (one DESCRIBE
     per group before). Per publish, two more statements read and write the partitions'
-    tokens (P_SNAPSHOT_GENERATIONS)."""
+    tokens (P_SNAPSHOT_GENERATIONS); one after it records what the partitions were merged
+    from (P_COMPACTED, from the properties the publish read)."""
     statements = compaction(groups)
     assert len(statements) == count
     assert not [s for s in statements if s.startswith("DESCRIBE FORMATTED s.t__chain_pub")]

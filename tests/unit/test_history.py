@@ -2,6 +2,7 @@
 for the changed keys only, the shape of chain_changes' and chain_history's SQL, and the errors.
 The rows they give are checked on real Spark in tests/functional/test_history.py."""
 
+import json
 import re
 
 import pytest
@@ -9,7 +10,7 @@ from test_view_layout import GROUPED, HOURLY  # region + dt; dt + hour
 
 from dbt.adapters.chaintable.base.partitions import ChainPlanError
 from dbt.adapters.chaintable.base.values import ChainConfigError
-from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 from dbt.adapters.chaintable.history import sql
 from dbt.adapters.chaintable.history.plan import plan_history
 from dbt.adapters.chaintable.read.render import Renderer
@@ -275,23 +276,32 @@ def test_the_facade_reads_the_catalog_only_and_serves_days_from_the_cumulative_d
 # ---- the plan's reasoning against brute force, on random chains --------------------------------
 def _random_chain(rng):
     """Groups CN and US over days 01..08: random snapshot partitions (full writes of any
-    content) and deltas (rows of keys 1..6: a value or None, a delete), as the catalog and
-    the rows of each partition."""
+    content, or compactions: a day's merged read, where the day has a delta) and deltas (rows
+    of keys 1..6: a value or None, a delete), as the catalog, the rows of each partition and
+    the compactions ({group + chain: anchor chain}, as chain/lineage.py gives them)."""
     days = [f"202508{d:02d}" for d in range(1, 9)]
-    snaps, deltas, rows = [], [], {}
+    snaps, deltas, rows, compacted = [], [], {}, {}
     for g in ("CN", "US"):
+        anchor, since = None, []  # the group's newest snapshot, its deltas after it
         for i, d in enumerate(days):
-            if i == 0 or rng.random() < 0.2:
-                snaps.append((g, d))
-                rows[("snapshot", g, d)] = {
-                    k: f"s{d}{k}" for k in range(1, 7) if rng.random() < 0.6
-                }
             if i > 0 and rng.random() < 0.85:
                 deltas.append((g, d))
                 rows[("delta", g, d)] = {
                     k: rng.choice([None, f"d{d}{k}", "same"]) for k in rng.sample(range(1, 7), 2)
                 }
-    return ChainState.build(GROUPED, snaps, deltas, {"dt": "string"}), rows, days
+                since.append((d,))
+            if i == 0 or rng.random() < 0.25:
+                snaps.append((g, d))
+                if since and since[-1] == (d,) and rng.random() < 0.6:
+                    plan = ReadPlan((g,), (d,), False, anchor, tuple(since))
+                    rows[("snapshot", g, d)] = _state_of(plan, rows)
+                    compacted[(g, d)] = anchor
+                else:
+                    rows[("snapshot", g, d)] = {
+                        k: f"s{d}{k}" for k in range(1, 7) if rng.random() < 0.6
+                    }
+                anchor, since = (d,), []
+    return ChainState.build(GROUPED, snaps, deltas, {"dt": "string"}), rows, days, compacted
 
 
 def _state_of(plan, rows):
@@ -360,10 +370,10 @@ def test_versions_and_changes_from_the_plans_reads_equal_brute_force(seed):
     import random
 
     rng = random.Random(seed)
-    s, rows, _ = _random_chain(rng)
+    s, rows, _, compacted = _random_chain(rng)
     days = sorted({p[1] for p in s.snapshots | s.deltas})
     start, end = sorted(rng.sample(range(len(days)), 2))
-    plan = plan_history(s, {"dt": days[start]}, {"dt": days[end]})
+    plan = plan_history(s, {"dt": days[start]}, {"dt": days[end]}, compacted=compacted)
     by_day = [{p.group: p for p in plans} for plans in plan.reads]
 
     def state_on(group, i):
@@ -376,7 +386,9 @@ def test_versions_and_changes_from_the_plans_reads_equal_brute_force(seed):
     }
     assert _planned_versions(plan, state_on, rows) == brute
 
-    changes = plan_history(s, {"dt": days[start]}, {"dt": days[end]}, every_day=False)
+    changes = plan_history(
+        s, {"dt": days[start]}, {"dt": days[end]}, every_day=False, compacted=compacted
+    )
     first = {p.group: p for p in changes.reads[0]}
     last = {p.group: p for p in changes.reads[1]}
     touched = {(c[:1], k) for c in changes.candidates for k in rows[("delta", *c)]}
@@ -426,3 +438,31 @@ def test_the_macros_return_the_facades_sql_as_a_subquery(monkeypatch):
         ("changes", rel, {"dt": "20250801"}, "dt=20250802"),
         ("history", rel, {"dt": "20250801"}, "dt=20250802"),
     ]
+
+
+def test_a_range_across_a_compaction_reads_the_changed_keys_only():
+    """compact_chain records what it merged (chain/lineage.py); chain_changes then reads the
+    group across that snapshot for its changed keys, and in full once the record is void."""
+    from test_golden_sql import setup
+
+    conns, adapter, rel = setup(recent=7)
+    assert adapter.chain_compact(rel, {"dt": "20250104"}) is True
+    props = conns.tables["s.t__snapshot"].props
+    assert json.loads(props["chaintable.compacted"])["region=CN/dt=20250104"][1] == (
+        "region=CN/dt=20250101"
+    )
+    keys = (
+        "SELECT DISTINCT `id`, `region` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN "
+        "('20250104', '20250105'))"
+    )
+    # day 05 read whole: its anchor 04 without the keys its cumulative delta holds
+    full = "FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250104')) __a LEFT ANTI JOIN"
+    after = flat(adapter.chain_changes_sql(rel, {"dt": "20250103"}, {"dt": "20250105"}))
+    assert keys in after and full not in after
+    # day 04 written again (a new token): a full write, which nothing is known to equal
+    tokens = json.loads(props["chaintable.snapshot-generations"])
+    props["chaintable.snapshot-generations"] = json.dumps(
+        {**tokens, "region=CN/dt=20250104": "another"}
+    )
+    void = flat(adapter.chain_changes_sql(rel, {"dt": "20250103"}, {"dt": "20250105"}))
+    assert keys not in void and full in void

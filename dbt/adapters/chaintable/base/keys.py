@@ -48,6 +48,10 @@ P_SNAPSHOT_GENERATIONS = "chaintable.snapshot-generations"
 # chaintable.anchor-sequence-max, held each partition's location instead, and a build asked
 # every anchor's location to check it: one DESCRIBE per group a run.)
 P_ANCHOR_SEQUENCE = "chaintable.anchor-sequence"
+# on t__snapshot: {snapshot partition path: [its token, its anchor's path, the anchor's token, a
+# digest of the delta partitions read]} for each partition compaction wrote, recorded after the
+# publish: the reads it still equals (chain/lineage.py)
+P_COMPACTED = "chaintable.compacted"
 
 
 # Spark's integral types: chain values of these compare as numbers, products of them round

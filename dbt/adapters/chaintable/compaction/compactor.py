@@ -4,12 +4,15 @@ marks and the cumulative delta follow. The policy (policy.py) says which days ar
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 
 from dbt.adapters.chaintable.base import versions
 from dbt.adapters.chaintable.base.failpoints import failpoint
+from dbt.adapters.chaintable.base.keys import P_COMPACTED, P_SNAPSHOT_GENERATIONS
 from dbt.adapters.chaintable.base.partitions import (
     ChainPlanError,
     Values,
@@ -19,6 +22,7 @@ from dbt.adapters.chaintable.base.partitions import (
 )
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
+from dbt.adapters.chaintable.chain import lineage
 from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables, Loaded
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 from dbt.adapters.chaintable.compaction import policy
@@ -159,7 +163,7 @@ class Compactor:
             snapshot, loaded, source, written, versions.new_run_id(), by_key=True
         )
         failpoint("compact.staged")
-        self.publisher.publish(
+        props = self.publisher.publish(
             snapshot,
             loaded.tables.pub,
             loaded.opts.partition_by,
@@ -177,12 +181,32 @@ class Compactor:
         after = {lay.path(k): v for k, v in stale_after_compaction(plan.writes, by_values).items()}
         if after != stale:
             self.catalog.set_stale(loaded.tables, after)
+        self._record_compacted(loaded, props, plan.writes, written)
         # the publish added or switched exactly `written` in the snapshot branch (under the lock)
         loaded = self.accumulator.after_write(loaded.with_published("snapshot", written), written)
         loaded = self.views.refresh(loaded)
         if loaded.opts.cumulative_delta:  # the new anchors' highest sequence, for the next runs
             self.accumulator.anchor_sequence_max(loaded, written, highest)
         return True
+
+    def _record_compacted(
+        self,
+        loaded: Loaded,
+        props: dict[str, str],
+        writes: Sequence[ReadPlan],
+        written: list[Values],
+    ) -> None:
+        """Which reads the snapshot partitions just published equal (chain/lineage.py), with
+        the tokens the publish gave them (`props`: the properties it left): after the publish,
+        so a crash before leaves no record and the partition counts as a full write."""
+        snapshot = loaded.tables.snapshot
+        tokens = json.loads(props.get(P_SNAPSHOT_GENERATIONS) or "{}")
+        entries = json.loads(props.get(P_COMPACTED) or "{}")
+        state = loaded.with_published("snapshot", written).state()
+        recorded = lineage.record(state, entries, writes, tokens)
+        if recorded != entries:
+            value = json.dumps(recorded, separators=(",", ":"))
+            self.catalog.set_properties(snapshot, {P_COMPACTED: value})
 
     def _scan_written(
         self, loaded: Loaded, renderer: Renderer, state: ChainState, written: list[Values]

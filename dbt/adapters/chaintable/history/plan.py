@@ -3,13 +3,14 @@ which days a range covers, how each group's days are read, and which keys can ha
 
 A group's days split into segments: runs of consecutive days of the range that read from the
 same base (the snapshot partition a read starts from: the day itself when it is stored, else
-its anchor; or no snapshot at all). Within a segment a group's state on a day differs from its
-state on the segment's first day only for keys with a delta row in (first day, day], since a
-key's merge sees the same rows otherwise (docs/design.md#read-rules, rules 2-3; the merge is
-per key). A new segment starts with a snapshot partition inside the range (a compaction or a
-full write) and after a day the group has no partition at (no rows that day, rule 4). A group
-whose one segment spans the range is *incremental*; chain_changes compares the other groups'
-two days in full.
+its anchor; or no snapshot at all; a snapshot that compaction wrote from reads that still
+stand counts as that read, chain/lineage.py). Within a segment a group's state on a day
+differs from its state on the segment's first day only for keys with a delta row in (first
+day, day], since a key's merge sees the same rows otherwise (docs/design.md#read-rules, rules
+2-3; the merge is per key). A new segment starts with a snapshot partition inside the range
+(a full write, or a compaction whose inputs changed since) and after a day the group has no
+partition at (no rows that day, rule 4). A group whose one segment spans the range is
+*incremental*; chain_changes compares the other groups' two days in full.
 """
 
 from __future__ import annotations
@@ -75,9 +76,16 @@ class HistoryPlan:
         return [p for p in self.reads[i] if p.group in wanted]
 
 
-def _base(plan: ReadPlan) -> Values | None:
-    """The snapshot partition a read starts from (None: none, rule 3)."""
-    return plan.chain if plan.from_snapshot else plan.anchor
+def _base(plan: ReadPlan, compacted: Mapping[Values, Values | None]) -> Values | None:
+    """The snapshot partition a read starts from (None: none, rule 3). A snapshot partition
+    that equals the merged read of its anchor and deltas (`compacted`, chain/lineage.py) is
+    that read: its base is its anchor's, so a compaction inside a range starts no segment."""
+    base = plan.chain if plan.from_snapshot else plan.anchor
+    seen: set[Values] = set()
+    while base is not None and plan.group + base in compacted and base not in seen:
+        seen.add(base)
+        base = compacted[plan.group + base]
+    return base
 
 
 def _day(state: ChainState, day: Any, what: str) -> tuple[Values, list[Values]]:
@@ -97,10 +105,13 @@ def plan_history(
     to_day: Any,
     history: Mapping[Values, Values] | None = None,
     every_day: bool = True,
+    compacted: Mapping[Values, Values | None] | None = None,
 ) -> HistoryPlan:
     """The plan of a range. `history`: {group: oldest snapshot expiration kept} (Loaded.history):
     a `from` before it was expired in that group. `every_day`: plan each readable day of the
-    range (chain_history); otherwise `from` and `to` only (chain_changes)."""
+    range (chain_history); otherwise `from` and `to` only (chain_changes). `compacted`: the
+    snapshot partitions that equal their merged read (chain/lineage.py), {group + chain: its
+    anchor's chain values}."""
     start, from_groups = _day(state, from_day, "from")
     end, to_groups = _day(state, to_day, "to")
     groups = sorted(set(from_groups) & set(to_groups))
@@ -131,7 +142,7 @@ def plan_history(
     reads = tuple(
         tuple(p for p in (state.plan_read(g, d) for g in groups) if p is not None) for d in days
     )
-    segments = _segments(state, groups, days, reads)
+    segments = _segments(state, groups, days, reads, compacted or {})
     return HistoryPlan(tuple(days), reads, tuple(segments))
 
 
@@ -152,6 +163,7 @@ def _segments(
     groups: Sequence[Values],
     days: Sequence[Values],
     reads: Sequence[Sequence[ReadPlan]],
+    compacted: Mapping[Values, Values | None],
 ) -> list[Segment]:
     by_day = [{p.group: p for p in plans} for plans in reads]
     deltas, key = state.delta_chains(), state.sort_key
@@ -163,7 +175,7 @@ def _segments(
             plan = plans.get(g)
             if plan is None:
                 continue
-            base = _base(plan)
+            base = _base(plan, compacted)
             if runs and runs[-1][1] == i - 1 and bases[-1] == base:
                 runs[-1][1] = i
             else:

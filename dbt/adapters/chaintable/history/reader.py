@@ -10,6 +10,7 @@ from dbt.adapters.base.relation import BaseRelation
 
 from dbt.adapters.chaintable.base.partitions import ChainPlanError
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
+from dbt.adapters.chaintable.chain.lineage import compacted_of
 from dbt.adapters.chaintable.cumulative.plan import served_days
 from dbt.adapters.chaintable.history import sql
 from dbt.adapters.chaintable.history.plan import HistoryPlan, plan_history
@@ -44,6 +45,8 @@ def plan_of(
 ) -> HistoryPlan:
     """The plan of a range of `loaded`, an error naming the macro and the chain otherwise."""
     try:
-        return plan_history(loaded.state(), from_day, to_day, loaded.history(), every_day)
+        return plan_history(
+            loaded.state(), from_day, to_day, loaded.history(), every_day, compacted_of(loaded)
+        )
     except ChainPlanError as e:
         raise ChainPlanError(f"{what} {name}: {e.msg}") from e

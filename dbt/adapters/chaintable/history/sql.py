@@ -92,13 +92,14 @@ def _touched_read(
     serving: Mapping[Values, str],
     keys_sql: str,
 ) -> str:
-    """Day i's state of its incremental groups' candidate keys (`keys_sql`). On `to` those
-    are deltas in (anchor, to] (the segment's one base is at or before `from`): a serving C
-    partition holds each of them, but a key whose anchor row wins (deduplicate and first-row,
-    cumulative/sql.py), whose state is that row. So a served group's keys come from C's live
-    rows, and from the anchor only for the keys C does not hold: that set is broadcast before
-    the anchor's scan runs, and when it is empty (every engine but those two, and they too
-    while no anchor row wins) Spark drops the join, the anchor's scan with it."""
+    """Day i's state of its incremental groups' candidate keys (`keys_sql`). On `to` a
+    serving C partition holds each of them whose state is not its anchor's row: C holds every
+    key a delta in (anchor, to] touched but one whose anchor row wins (deduplicate and
+    first-row, cumulative/sql.py), and a key only deltas before the anchor touched (a
+    compaction inside the range, history/plan.py) has its anchor's row. So a served group's
+    keys come from C's live rows, and from the anchor only the keys C does not hold: that set
+    is broadcast before the anchor's scan runs, and when it is empty (most days) Spark drops
+    the join, the anchor's scan with it."""
     served = [p for p in plans if p.group + p.chain in serving] if i == len(plan.days) - 1 else []
     rest = [p for p in plans if p not in served]
     keys = _keys(r)

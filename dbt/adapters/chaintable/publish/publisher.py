@@ -95,15 +95,16 @@ class Publisher:
         partition_by: Sequence[str],
         parts: Sequence[Values],
         existing: Sequence[Values],
-    ) -> None:
+    ) -> dict[str, str]:
         """Before snapshot partitions get new rows, each gets a new token in
         P_SNAPSHOT_GENERATIONS, so that what a build recorded about their old rows (the anchors'
         highest sequence, P_ANCHOR_SEQUENCE) no longer counts, even if a writer whose lease ran
         out writes its record afterwards. First: a crash between the two only makes the next
         build scan a partition again. The tokens and entries of partitions gone are dropped
-        together (one write), so that no entry of old rows can match a token again."""
+        together (one write), so that no entry of old rows can match a token again. Returns
+        the table's properties after that write ({} for the delta branch)."""
         if str(ChainTables.of_branch(target).snapshot) != str(target):
-            return
+            return {}
         props = self.catalog.properties(target)
         tokens: dict[str, str] = json.loads(props.get(P_SNAPSHOT_GENERATIONS) or "{}")
         entries: dict[str, Any] = json.loads(props.get(P_ANCHOR_SEQUENCE) or "{}")
@@ -118,6 +119,7 @@ class Publisher:
             kept_entries = {k: v for k, v in entries.items() if k in kept}
             update[P_ANCHOR_SEQUENCE] = json.dumps(kept_entries, separators=(",", ":"))
         self.catalog.set_properties(target, update)
+        return {**props, **update}
 
     def publish(
         self,
@@ -127,17 +129,18 @@ class Publisher:
         parts: Sequence[Values],
         existing: Sequence[Values],
         directories: Mapping[Values, str] | None = None,
-    ) -> None:
+    ) -> dict[str, str]:
         """Switch each partition of `target` to its new directory in `source` (`directories`
         names those known without asking: a bare stage directory, whose run has no `source`
         table, or the default directories below a staging or pub table this run created, whose
         partitions none added with a LOCATION: partitions.default_partition_directories): one
         metastore operation per partition (atomic for readers). Old directories are deleted
-        afterwards."""
+        afterwards. Returns the snapshot branch's properties as the publish left them ({} for
+        the delta branch)."""
         cat, have = self.catalog, set(existing)
         known = dict(directories or {})
         self.lock.check_lease(str(ChainTables.of_branch(target).lock))
-        self._new_generations(target, partition_by, parts, existing)
+        props = self._new_generations(target, partition_by, parts, existing)
         replaced = {
             format_partition(partition_by, part): cat.partition_location(target, partition_by, part)
             for part in parts
@@ -173,3 +176,4 @@ class Publisher:
             self.recovery.gc(
                 ChainTables.of_branch(target), old_dirs, "directories switched away from"
             )
+        return props
