@@ -139,10 +139,10 @@ def test_changes_read_a_served_to_days_candidates_from_its_cumulative_delta():
         "('CN', 'US') AND `dt` = '20250803')) __hk"
     )
     # and from its anchor only the rows of CN's changed keys that C does not hold (an anchor
-    # row that won): a broadcast set, empty when no anchor row won, and Spark skips the scan
+    # row that won): a small set, empty when no anchor row won, and Spark skips the scan
     anchor = (
-        "SELECT `id`, `v`, `op`, `seq`, `region`, '20250803' AS `dt` FROM (SELECT /*+ "
-        "BROADCAST(__hm) */ __a.* FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` "
+        "SELECT `id`, `v`, `op`, `seq`, `region`, '20250803' AS `dt` FROM (SELECT "
+        "__a.* FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` "
         + snapshot.format("CN")
         + ") __a LEFT SEMI JOIN (SELECT __hs.* FROM (SELECT DISTINCT `id`, `region` FROM "
         "s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250803')) __hs LEFT ANTI JOIN (SELECT "

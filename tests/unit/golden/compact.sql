@@ -44,7 +44,7 @@ DROP TABLE IF EXISTS s.t__chain_pub
 ;
 SELECT `region`, `dt`, count(*), max(CAST(`seq` AS BIGINT)) FROM s.t__snapshot WHERE (`region` IN ('CN', 'US') AND `dt` = '20250104') GROUP BY `region`, `dt`
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.compacted' = '{"region=CN/dt=20250104":["RUN0002","region=CN/dt=20250101",null,"84eef4ccf9ffe033"],"region=US/dt=20250104":["RUN0002","region=US/dt=20250101",null,"714d7f00ec5fea1d"]}')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.compacted' = '{"region=CN/dt=20250104":["RUN0002","region=CN/dt=20250101",null,"e448782f8324c4b6"],"region=US/dt=20250104":["RUN0002","region=US/dt=20250101",null,"200a80b927661041"]}')
 ;
 CREATE TABLE s.t__cumulative (`id` int, `v` string, `op` string, `seq` bigint, `ct__mask` bigint, `region` string, `dt` string, `ct__stamp` string)
 USING parquet

@@ -52,7 +52,7 @@ DROP TABLE IF EXISTS s.t__chain_gc
 ;
 SELECT `region`, `dt`, count(*), max(CAST(`seq` AS BIGINT)) FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108') GROUP BY `region`, `dt`
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.compacted' = '{"region=CN/dt=20250108":["RUN0002","region=CN/dt=20250101",null,"c7df94172f5fa13d"]}')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.compacted' = '{"region=CN/dt=20250108":["RUN0002","region=CN/dt=20250101",null,"dce6c65579aeac67"]}')
 ;
 CREATE TABLE s.t__cumulative (`id` int, `v` string, `op` string, `seq` bigint, `ct__mask` bigint, `region` string, `dt` string, `ct__stamp` string)
 USING parquet

@@ -201,10 +201,12 @@ class Compactor:
         so a crash before leaves no record and the partition counts as a full write."""
         snapshot = loaded.tables.snapshot
         tokens = json.loads(props.get(P_SNAPSHOT_GENERATIONS) or "{}")
-        entries = json.loads(props.get(P_COMPACTED) or "{}")
+        entries = lineage.entries_of(props)
         state = loaded.with_published("snapshot", written).state()
-        recorded = lineage.record(state, entries, writes, tokens)
+        recorded = lineage.record(state, entries, writes, tokens, loaded.column_names)
         if recorded != entries:
+            # a writer whose lease ran out may not record what a later one changed since
+            self.publisher.lock.check_lease(str(loaded.tables.lock))
             value = json.dumps(recorded, separators=(",", ":"))
             self.catalog.set_properties(snapshot, {P_COMPACTED: value})
 

@@ -27,6 +27,7 @@ from dbt.adapters.chaintable.base.keys import INTEGRAL_TYPES
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Loaded
+from dbt.adapters.chaintable.chain.lineage import merge_inputs
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 from dbt.adapters.chaintable.merge.rules import ORDER_SENSITIVE_FUNCTIONS
 
@@ -74,19 +75,7 @@ def build_checks_rows(opts: ChainOptions) -> bool:
 def options_digest(opts: ChainOptions, columns: Sequence[str], mask: str | None = None) -> str:
     """What else a C partition's content depends on: merge options, columns and whether it
     holds mask rows (`mask_key`)."""
-    inputs: tuple = (
-        opts.primary_key,
-        opts.sequence_field,
-        opts.rowkind_field,
-        opts.merge_engine,
-        sorted(opts.aggregate_functions.items()),
-        sorted(opts.ignore_retract),
-        opts.remove_record_on_delete,
-        opts.ignore_delete,
-        tuple(columns),
-    )
-    if opts.sequence_groups:  # only then: the stamps of chains without groups stay as they were
-        inputs += (opts.sequence_groups,)
+    inputs = merge_inputs(opts, columns)
     if mask:
         inputs += (LAYOUT, mask)
     text = repr(inputs)

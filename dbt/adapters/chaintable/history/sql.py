@@ -97,9 +97,11 @@ def _touched_read(
     key a delta in (anchor, to] touched but one whose anchor row wins (deduplicate and
     first-row, cumulative/sql.py), and a key only deltas before the anchor touched (a
     compaction inside the range, history/plan.py) has its anchor's row. So a served group's
-    keys come from C's live rows, and from the anchor only the keys C does not hold: that set
-    is broadcast before the anchor's scan runs, and when it is empty (most days) Spark drops
-    the join, the anchor's scan with it."""
+    keys come from C's live rows, and from the anchor only the keys C does not hold. That set
+    is small on most days (none of a day's keys but those whose anchor row won): Spark
+    broadcasts it before the anchor's scan runs, and when it is empty drops the join, the scan
+    with it (10M rows, a day's changes: the executed plan reads no anchor for `to`). No hint
+    forces the broadcast: across a compaction the set holds every key changed before it."""
     served = [p for p in plans if p.group + p.chain in serving] if i == len(plan.days) - 1 else []
     rest = [p for p in plans if p not in served]
     keys = _keys(r)
@@ -118,7 +120,7 @@ def _touched_read(
             own = [c for g in plan.segments if g.group in groups for c in g.candidates]
             missing = _join(_keys_sql(r, own), held, "ANTI", keys)
             rows = (
-                f"SELECT /*+ BROADCAST(__hm) */ __a.* FROM ({r.select(r.snapshot, anchors)}) __a "
+                f"SELECT __a.* FROM ({r.select(r.snapshot, anchors)}) __a "
                 f"LEFT SEMI JOIN ({missing}) __hm ON {_on(keys, '__a', '__hm')}"
             )
             reads.append(f"SELECT {r.relabel(chain)} FROM ({rows}) __m")

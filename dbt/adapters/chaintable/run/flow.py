@@ -5,7 +5,7 @@ Each step returns an immutable value the next one reads."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -15,12 +15,16 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.chaintable.base import conventions, versions
 from dbt.adapters.chaintable.base.config import ModelSettings
 from dbt.adapters.chaintable.base.failpoints import failpoint
+from dbt.adapters.chaintable.base.keys import P_COMPACTED
+from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.base.values import ChainConfigError
+from dbt.adapters.chaintable.chain import lineage
 from dbt.adapters.chaintable.chain.catalog import (
     Catalog,
     ChainTables,
+    Loaded,
 )
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.publish import safety
@@ -168,6 +172,8 @@ class RunFlow:
                     self.publisher.lock.invalidating(
                         run.tables, stage.run_id, run.opts.partition_by, plan.written, invalidated
                     )
+                if run.branch == "delta":
+                    self._void_compactions(plan.loaded, plan.written)
             stage_dropped = self.finisher.write(run, stage, plan)
             rows = self.finisher.rows_written(run, plan)
             logger.info(
@@ -178,3 +184,13 @@ class RunFlow:
             compacted = self.finisher.maintain(run, loaded)
         message = f"OK: {len(plan.written)} {run.branch} partition(s)" + compacted
         return RunResult(message, rows)
+
+    def _void_compactions(self, loaded: Loaded, written: Sequence[Values]) -> None:
+        """Before a delta write is published, the records of compactions it changes an input of
+        go (chain/lineage.py): a crash after the publish leaves none that the stale marks, set
+        after it, would have voided. A run of a new newest day changes none."""
+        entries = lineage.entries_of(loaded.props)
+        kept = lineage.voided_by_deltas(loaded.state(), entries, written)
+        if kept is not None:
+            value = json.dumps(kept, separators=(",", ":"))
+            self.catalog.set_properties(loaded.tables.snapshot, {P_COMPACTED: value})
