@@ -5,9 +5,9 @@ for deduplicate (sequence field and row kinds), partial-update (sequence groups)
 each over groups CN and US (a snapshot on day 1, compacted inline on day 4) and EU (delta-only
 from day 4, never compacted). The ranges cover groups read for their changed keys only (across
 the compaction too: it recorded what it merged), groups read in full (a group that starts
-inside the range), a day that is a snapshot, both forms of a day and a group filter. A fourth chain expires its days before the
-day 4 compaction, so that a day before it is refused. One project, one dbt run a day: the
-readers and the models that must fail run with the last day."""
+inside the range), a day that is a snapshot, both forms of a day and a group filter. A fourth
+chain expires its days before the day 4 compaction, so that a day before it is refused. One
+project, one dbt run a day: the readers and the models that must fail run with the last day."""
 
 from __future__ import annotations
 

@@ -181,32 +181,31 @@ class Compactor:
         after = {lay.path(k): v for k, v in stale_after_compaction(plan.writes, by_values).items()}
         if after != stale:
             self.catalog.set_stale(loaded.tables, after)
-        self._record_compacted(loaded, props, plan.writes, written)
         # the publish added or switched exactly `written` in the snapshot branch (under the lock)
-        loaded = self.accumulator.after_write(loaded.with_published("snapshot", written), written)
+        published = loaded.with_published("snapshot", written)
+        self._record_compacted(published, props, plan.writes)
+        loaded = self.accumulator.after_write(published, written)
         loaded = self.views.refresh(loaded)
         if loaded.opts.cumulative_delta:  # the new anchors' highest sequence, for the next runs
             self.accumulator.anchor_sequence_max(loaded, written, highest)
         return True
 
     def _record_compacted(
-        self,
-        loaded: Loaded,
-        props: dict[str, str],
-        writes: Sequence[ReadPlan],
-        written: list[Values],
+        self, published: Loaded, props: dict[str, str], writes: Sequence[ReadPlan]
     ) -> None:
-        """Which reads the snapshot partitions just published equal (chain/lineage.py), with
-        the tokens the publish gave them (`props`: the properties it left): after the publish,
-        so a crash before leaves no record and the partition counts as a full write."""
-        snapshot = loaded.tables.snapshot
+        """Which reads the snapshot partitions just published (`published`: the catalog after
+        it) equal (chain/lineage.py), with the tokens the publish gave them (`props`: the
+        properties it left): after the publish, so a crash before leaves no record and the
+        partition counts as a full write."""
+        snapshot = published.tables.snapshot
         tokens = json.loads(props.get(P_SNAPSHOT_GENERATIONS) or "{}")
         entries = lineage.entries_of(props)
-        state = loaded.with_published("snapshot", written).state()
-        recorded = lineage.record(state, entries, writes, tokens, loaded.column_names)
+        recorded = lineage.record(
+            published.state(), entries, writes, tokens, published.column_names
+        )
         if recorded != entries:
             # a writer whose lease ran out may not record what a later one changed since
-            self.publisher.lock.check_lease(str(loaded.tables.lock))
+            self.publisher.lock.check_lease(str(published.tables.lock))
             value = json.dumps(recorded, separators=(",", ":"))
             self.catalog.set_properties(snapshot, {P_COMPACTED: value})
 

@@ -101,10 +101,15 @@ def select(r: ChainSql, parts: Mapping[Values, str]) -> str:
     return f"SELECT {cols_sql(r.columns)} FROM {r.cumulative} WHERE {stamped_where(r, parts)}"
 
 
+def served_parts(plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> dict[Values, str]:
+    """The C partitions (group + chain: stamp) that serve `plans`' day."""
+    return {p.group + p.chain: serving[p.group + p.chain] for p in plans}
+
+
 def read(r: ChainSql, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> list[str]:
     """The full state of one day for the groups of `plans`, all served (`serving`), as the
     SELECTs of a UNION ALL."""
-    parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
+    parts = served_parts(plans, serving)
     anchors = [p.group + p.anchor for p in plans if p.anchor is not None]
     mask = mask_of(r)
     return read_parts(
@@ -122,9 +127,16 @@ def live(r: ChainSql, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) 
     """The live rows of the C partitions that serve `plans`' day: its state of every key a
     delta in (anchor, day] touched, without the anchor's scan (history/sql.py reads the keys
     of such deltas from here alone)."""
-    parts = {p.group + p.chain: serving[p.group + p.chain] for p in plans}
+    parts = served_parts(plans, serving)
     (rows,) = read_parts(r.opts, r.columns, None, select(r, parts), r.cumulative)
     return rows
+
+
+def held_keys(r: ChainSql, plans: Sequence[ReadPlan], serving: Mapping[Values, str]) -> str:
+    """The merge keys of every row, tombstones too, of the C partitions that serve `plans`'
+    day: the keys whose state C gives there."""
+    where = stamped_where(r, served_parts(plans, serving))
+    return keys_sql(list(r.opts.merge_keys), r.cumulative, None, where)
 
 
 def keys_sql(keys: Sequence[str], source: str, mask: str | None, where: str = "") -> str:

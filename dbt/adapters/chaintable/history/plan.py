@@ -81,9 +81,7 @@ def _base(plan: ReadPlan, compacted: Mapping[Values, Values | None]) -> Values |
     that equals the merged read of its anchor and deltas (`compacted`, chain/lineage.py) is
     that read: its base is its anchor's, so a compaction inside a range starts no segment."""
     base = plan.chain if plan.from_snapshot else plan.anchor
-    seen: set[Values] = set()
-    while base is not None and plan.group + base in compacted and base not in seen:
-        seen.add(base)
+    while base is not None and plan.group + base in compacted:  # each anchor strictly earlier
         base = compacted[plan.group + base]
     return base
 

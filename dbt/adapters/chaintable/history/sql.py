@@ -112,10 +112,7 @@ def _touched_read(
         reads.append(f"SELECT {r.relabel(chain)} FROM ({live}) __m")
         anchors = [p.group + p.anchor for p in served if p.anchor is not None]
         if anchors:
-            parts = {p.group + p.chain: serving[p.group + p.chain] for p in served}
-            held = f"SELECT {cols_sql(keys) or '1 AS __ct_one'} FROM {r.cumulative} WHERE " + (
-                cumulative_read.stamped_where(r, parts)
-            )
+            held = cumulative_read.held_keys(r, served, serving)
             groups = {p.group for p in served}
             own = [c for g in plan.segments if g.group in groups for c in g.candidates]
             missing = _join(_keys_sql(r, own), held, "ANTI", keys)

@@ -190,6 +190,8 @@ class RunFlow:
         go (chain/lineage.py): a crash after the publish leaves none that the stale marks, set
         after it, would have voided. A run of a new newest day changes none."""
         entries = lineage.entries_of(loaded.props)
+        if not entries:  # no compaction recorded: no chain state built on a run's path
+            return
         kept = lineage.voided_by_deltas(loaded.state(), entries, written)
         if kept is not None:
             value = json.dumps(kept, separators=(",", ":"))
