@@ -12,6 +12,7 @@ ranges of its days (SPEC §8) equal what the full states of those days give, on 
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Sequence
 
@@ -24,7 +25,8 @@ MODEL = """
           sequence_field='seq', rowkind_field='op', chain_partition={{'dt': var('dt')}},{engine}
           chain_branch=var('branch', none),
           partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',
-          partition_expiration_time='3650 d', cumulative_delta={on}) }}}}
+          partition_expiration_time='3650 d', cumulative_delta={on},
+          chain_store_changes={on}) }}}}
 select id, v, op, seq, dt from {{{{ target.schema }}}}.changes where dt = '{{{{ var("dt") }}}}'
 """
 DAYS = [f"202509{d:02d}" for d in range(1, 11)]
@@ -179,7 +181,8 @@ def read_ranges(p, queries: dict[str, str], day: str) -> dict[str, dict[str, lis
 
 
 def history_is_the_full_states(p, rng: random.Random, models: Sequence[str]) -> None:
-    """For each of `models`: chain_changes over random pairs of published days and
+    """For each of `models`: chain_changes over random pairs of published days (and for `t`
+    the last three pairs of consecutive days, which read the changes its runs stored) and
     chain_history over a random range (SPEC §8) equal a full diff of the days' states read
     through the view and the versions `dbt snapshot` records from them
     (tests/functional/history_expected.py). Every model's ranges compile in one invocation."""
@@ -188,6 +191,8 @@ def history_is_the_full_states(p, rng: random.Random, models: Sequence[str]) -> 
         parts = set(p.partitions(f"{model}__snapshot")) | set(p.partitions(f"{model}__delta"))
         days = sorted(part.split("=")[1] for part in parts)
         pairs = sorted({tuple(sorted(rng.sample(days, 2))) for _ in range(3)})
+        if model == "t":  # where the changes its runs stored are read
+            pairs = sorted(set(pairs) | set(list(itertools.pairwise(days))[-3:]))
         start = days[rng.randrange(len(days) - 2)]
         extra = "ct__change, ct__before"
         queries[f"range_changes_{model}"] = ranges_sql("chain_changes", model, pairs, extra)
@@ -206,6 +211,10 @@ def history_is_the_full_states(p, rng: random.Random, models: Sequence[str]) -> 
         want = expected.versions(states, [d for d in days if d >= start])
         assert expected.ordered(versions.get(f"{start}-{days[-1]}", [])) == want, (model, start)
         assert want and any(changes.values()), (model, pairs, start)
+    # t stores its days' changes: some consecutive days read them, m has none
+    compiled = p.root / "target" / "compiled" / "chain_test" / "analyses"
+    assert f"{p.schema}.t__changes" in (compiled / "range_changes_t.sql").read_text()
+    assert "__changes" not in (compiled / "range_changes_m.sql").read_text()
 
 
 @pytest.mark.parametrize("seed,engine", [(7, "deduplicate"), (15, "partial-update")])

@@ -6,7 +6,9 @@ each over groups CN and US (a snapshot on day 1, compacted inline on day 4) and 
 from day 4, never compacted). The ranges cover groups read for their changed keys only (across
 the compaction too: it recorded what it merged), groups read in full (a group that starts
 inside the range), a day that is a snapshot, both forms of a day and a group filter. A fourth
-chain expires its days before the day 4 compaction, so that a day before it is refused. One
+chain expires its days before the day 4 compaction, so that a day before it is refused. The
+deduplicate chain stores each day's changes (chain_store_changes): its range of two consecutive
+days reads them, and must give what the full states give as the others do. One
 project, one dbt run a day: the readers and the models that must fail run with the last day."""
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ CONFIG = (
 )
 # model -> (extra config, source DDL, value columns in table order: the partition columns last)
 MODELS: dict[str, tuple[str, str, list[str]]] = {
-    "dd": (
-        "sequence_field='seq', rowkind_field='op'",
+    "dd": (  # its runs store their changes (history/stored.py): pu and ag read the branches
+        "sequence_field='seq', rowkind_field='op', chain_store_changes=true",
         "id int, v string, seq int, op string, region string, dt string",
         ["id", "v", "seq", "op", "region"],
     ),
@@ -233,3 +235,15 @@ def test_changes_and_history_equal_diffs_and_versions_of_the_days_full_states(pr
     # the cases above are not empty: each engine has changes of every kind over days 1-5
     kinds = {r[-2] for r in by_range(p, "dd_changes")["1-5"]}
     assert kinds == {"insert", "update", "delete"}
+    # dd's range 4-5 read the changes its last run stored, of every group (CN and US from
+    # their day 4 compaction, EU from its first day); the others read the branches
+    compiled = p.root / "target" / "compiled" / "chain_test" / "models"
+    dd_sql, pu_sql = ((compiled / f"{m}_changes.sql").read_text() for m in ("dd", "pu"))
+    stored = [s for s in dd_sql.split("union all") if f"{p.schema}.dd__changes" in s]
+    assert [s.split("'")[1] for s in stored] == ["4-5"]
+    assert f"{p.schema}.dd__snapshot" not in stored[0] and "__changes" not in pu_sql
+    # each run stored the days of the groups that had a day before, under the stamp of the
+    # day's cumulative partition: EU's first day (4) has none
+    stored_days = sorted(x.rsplit("/", 1)[0] for x in p.partitions("dd__changes"))
+    want = [f"region={g}/dt={d}" for g in ("CN", "US") for d in D[1:]] + [f"region=EU/dt={D[4]}"]
+    assert stored_days == sorted(want)

@@ -34,6 +34,7 @@ from dbt.adapters.chaintable.connections import ChainTableConnectionManager
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.expiration.expirer import Expirer
 from dbt.adapters.chaintable.history.reader import History
+from dbt.adapters.chaintable.history.stored import ChangesStore
 from dbt.adapters.chaintable.operations.maintenance import Maintenance
 from dbt.adapters.chaintable.publish.lock import ChainLock
 from dbt.adapters.chaintable.publish.publisher import Publisher
@@ -64,13 +65,20 @@ class Chain:
         self.maintenance = Maintenance(
             self.catalog, self.publisher, self.views, self.compactor, self.expirer
         )
+        store = ChangesStore(self.catalog)
         finisher = Finisher(
-            self.catalog, self.publisher, self.views, self.accumulator, self.compactor, self.expirer
+            self.catalog,
+            self.publisher,
+            self.views,
+            self.accumulator,
+            self.compactor,
+            self.expirer,
+            store,
         )
         self.runs = RunFlow(self.catalog, self.publisher, self.accumulator, finisher)
         self.batches = Batches(self.catalog, self.runs)
         self.loop = BatchLoop(self.batches)
-        self.history = History(self.catalog)
+        self.history = History(self.catalog, store)
         self.docs = Docs(self.catalog)
 
 

@@ -69,6 +69,7 @@ class ChainTableConfig(SparkConfig):
     chain_branch: str | None = None
     chain_partition: dict[str, Any] | str | None = None
     cumulative_delta: bool | None = None
+    chain_store_changes: bool | None = None
     chain_compaction: dict[str, Any] | None = None
     chain_lock_lease: str | None = None
     chain_table: bool | None = None  # an `incremental` microbatch model that is a chain

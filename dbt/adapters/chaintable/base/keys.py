@@ -158,6 +158,16 @@ P_VIEW_MAP = "chaintable.view-map"
 P_CUMULATIVE = "chaintable.cumulative-delta"
 
 
+# whether each day's changes from the group's day before are stored by the run that writes the
+# day (model config chain_store_changes), so chain_changes of consecutive days reads them
+P_STORE_CHANGES = "chaintable.store-changes"
+
+
+# on t__snapshot: t__changes exists with these columns (a digest of the chain's columns and
+# types, history/stored.py); unset before the table is dropped
+P_CHANGES_COLUMNS = "chaintable.changes-columns"
+
+
 COMPACTION_MODES = ("inline", "deferred")
 
 
@@ -189,6 +199,7 @@ OPTIONAL_PROPERTIES = (
     P_MAX_NUM,
     P_PU_REMOVE_ON_DELETE,
     P_PU_IGNORE_DELETE,
+    P_STORE_CHANGES,
     *COMPACTION_PROPERTIES,
 )
 
@@ -211,6 +222,7 @@ CONFIG_OF_PROPERTY = {
     P_PU_REMOVE_ON_DELETE: "partial_update_remove_record_on_delete",
     P_PU_IGNORE_DELETE: "partial_update_ignore_delete",
     P_CUMULATIVE: "cumulative_delta",
+    P_STORE_CHANGES: "chain_store_changes",
 }
 
 

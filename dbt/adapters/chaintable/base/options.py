@@ -31,6 +31,7 @@ from dbt.adapters.chaintable.base.keys import (
     P_RETRACT_SUFFIX,
     P_ROWKIND,
     P_SEQUENCE,
+    P_STORE_CHANGES,
     P_TS_FORMATTER,
     P_TS_PATTERN,
     SEQUENCE_GROUP_TYPES,
@@ -70,6 +71,7 @@ class ChainOptions:
     remove_record_on_delete: bool = False
     ignore_delete: bool = False
     cumulative_delta: bool = True
+    store_changes: bool = False  # chain_store_changes (history/stored.py)
     # partial-update: ((sequence columns, member columns), ...): the members (and the sequence
     # columns) take the values of the row with the highest group sequence
     sequence_groups: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
@@ -143,9 +145,17 @@ class ChainOptions:
             cumulative_delta=parse_bool(
                 config.get("cumulative_delta"), True, "cumulative_delta", fail
             ),
+            store_changes=parse_bool(
+                config.get("chain_store_changes"), False, "chain_store_changes", fail
+            ),
             sequence_groups=groups,
             compaction=CompactionPolicy.from_config(config.get("chain_compaction"), fail),
         )
+        if opts.store_changes and not opts.cumulative_delta:
+            raise fail(
+                "chain_store_changes needs cumulative_delta: a day's stored changes are read "
+                "while its cumulative delta partition serves the day"
+            )
         try:
             opts.validate_timestamps()
         except timestamps.ExpirationConfigError as e:
@@ -225,6 +235,8 @@ class ChainOptions:
             props[P_PU_REMOVE_ON_DELETE] = str(self.remove_record_on_delete).lower()
             props[P_PU_IGNORE_DELETE] = str(self.ignore_delete).lower()
         props[P_CUMULATIVE] = str(self.cumulative_delta).lower()
+        if self.store_changes:  # only when on: a chain that never stores them keeps its record
+            props[P_STORE_CHANGES] = "true"
         for col, fn in self.aggregate_functions.items():
             props[f"{P_FIELD_PREFIX}{col}{P_AGG_SUFFIX}"] = fn
         for col in self.ignore_retract:
@@ -267,6 +279,7 @@ class ChainOptions:
             remove_record_on_delete=as_bool(props.get(P_PU_REMOVE_ON_DELETE, "false")),
             ignore_delete=as_bool(props.get(P_PU_IGNORE_DELETE, "false")),
             cumulative_delta=as_bool(props.get(P_CUMULATIVE, "true")),
+            store_changes=as_bool(props.get(P_STORE_CHANGES, "false")),
             sequence_groups=tuple(sorted(groups)),
             compaction=CompactionPolicy.from_properties(props),
         )

@@ -70,6 +70,15 @@ class HistoryPlan:
         inc = set(self.incremental)
         return tuple(c for s in self.segments if s.group in inc for c in s.candidates)
 
+    def restricted(self, groups: Sequence[Values]) -> HistoryPlan:
+        """The plan of the same days for `groups` only."""
+        wanted = set(groups)
+        return HistoryPlan(
+            self.days,
+            tuple(tuple(p for p in plans if p.group in wanted) for plans in self.reads),
+            tuple(s for s in self.segments if s.group in wanted),
+        )
+
     def of_groups(self, i: int, groups: Sequence[Values]) -> list[ReadPlan]:
         """Day i's read plans of `groups`."""
         wanted = set(groups)

@@ -14,16 +14,17 @@ from dbt.adapters.chaintable.chain.lineage import compacted_of
 from dbt.adapters.chaintable.cumulative.plan import served_days
 from dbt.adapters.chaintable.history import sql
 from dbt.adapters.chaintable.history.plan import HistoryPlan, plan_history
+from dbt.adapters.chaintable.history.stored import ChangesStore
 from dbt.adapters.chaintable.read.render import Renderer
 
 
 class History:
-    def __init__(self, catalog: Catalog):
-        self.catalog = catalog
+    def __init__(self, catalog: Catalog, store: ChangesStore):
+        self.catalog, self.store = catalog, store
 
     def changes_sql(self, relation: BaseRelation, from_day: Any, to_day: Any) -> str:
         loaded, plan = self.plan(relation, "chain_changes", from_day, to_day, every_day=False)
-        return sql.changes(Renderer.of(loaded), plan, self.serving(loaded, plan))
+        return self.store.changes_sql(loaded, plan, self.serving(loaded, plan))
 
     def history_sql(self, relation: BaseRelation, from_day: Any, to_day: Any) -> str:
         loaded, plan = self.plan(relation, "chain_history", from_day, to_day, every_day=True)

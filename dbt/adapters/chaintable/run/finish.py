@@ -19,6 +19,7 @@ from dbt.adapters.chaintable.chain.catalog import METADATA_CACHE_TTL, Catalog, L
 from dbt.adapters.chaintable.compaction.compactor import Compactor
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator, Prebuilt
 from dbt.adapters.chaintable.expiration.expirer import Expirer
+from dbt.adapters.chaintable.history.stored import ChangesStore
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.run.model import (
@@ -45,9 +46,11 @@ class Finisher:
         accumulator: Accumulator,
         compactor: Compactor,
         expirer: Expirer,
+        store: ChangesStore,
     ):
         self.catalog, self.publisher, self.views = catalog, publisher, views
         self.accumulator, self.compactor, self.expirer = accumulator, compactor, expirer
+        self.store = store
         self.run = catalog.runner.run
 
     def write(self, run: ChainRun, stage: Stage, plan: WritePlan) -> bool:
@@ -199,6 +202,8 @@ class Finisher:
         self.publisher.lock.invalidated(tables)  # the lock forgets what it named for recovery
         if not stage_dropped:
             self.publisher.recovery.drop_scratch(tables)
+        # the day is read through the view already: its stored changes only save later reads
+        self.store.after_write(loaded, plan.written if run.branch == "delta" else ())
         return loaded
 
     def maintain(self, run: ChainRun, loaded: Loaded) -> str:

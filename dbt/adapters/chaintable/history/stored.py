@@ -1,0 +1,265 @@
+"""Stored changes (model config chain_store_changes, docs/design.md#stored-changes).
+
+The run that writes a group's day D stores chain_changes from the group's day before (P, its
+previous published day) to D in t__changes, in partition (group, D, stamp of D's cumulative
+partition). chain_changes of a range whose only delta of a group is D's reads that partition
+while the same cumulative partition serves D: the cumulative delta stops serving a day (and is
+rebuilt under another stamp) whenever an input of its state changes, and the state on P is
+read from the same anchor and a subset of those inputs, so neither state changed since the
+changes were stored. Anything else (a rewritten or backfilled day, a day whose partition was
+rebuilt, a compaction's new base) reads from the branches as before: the store only saves
+reads, never decides what a read returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Collection, Mapping, Sequence
+
+from dbt.adapters.base.relation import BaseRelation
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.chaintable.base import statements as S
+from dbt.adapters.chaintable.base.keys import P_CHANGES_COLUMNS
+from dbt.adapters.chaintable.base.partitions import ChainPlanError, Values, parse_partition_path
+from dbt.adapters.chaintable.base.progress import Stopwatch
+from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql
+from dbt.adapters.chaintable.base.runner import logger
+from dbt.adapters.chaintable.chain.catalog import (
+    STAMP_COLUMN,
+    Catalog,
+    ChainTables,
+    Loaded,
+    name_of,
+)
+from dbt.adapters.chaintable.chain.lineage import compacted_of
+from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
+from dbt.adapters.chaintable.cumulative.plan import served_days
+from dbt.adapters.chaintable.history import sql
+from dbt.adapters.chaintable.history.plan import HistoryPlan, plan_history
+from dbt.adapters.chaintable.read.render import Renderer
+
+CHANGES_SUFFIX = "__changes"
+
+
+def changes_table(tables: ChainTables) -> BaseRelation:
+    """t__changes, beside the chain's other tables (chain/catalog.py)."""
+    ident = name_of(tables.view) + CHANGES_SUFFIX
+    return tables.view.incorporate(path={"identifier": ident}, type="table")
+
+
+# ---- pure ---------------------------------------------------------------------------------
+def columns_digest(columns: Sequence[tuple[str, str]]) -> str:
+    """What t__changes was created for: the chain's columns and types, in table order."""
+    text = ",".join(f"{c.lower()}:{t.lower()}" for c, t in columns)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def targets(
+    state: ChainState, written: Sequence[Values], serving: Mapping[Values, str]
+) -> dict[tuple[Values, Values], list[Values]]:
+    """{(day before, day): groups} of the delta partitions `written` whose day the cumulative
+    delta serves (`serving`: group + chain -> stamp) and whose group has a published day
+    before it."""
+    key, lay = state.sort_key, state.layout
+    days: dict[Values, list[Values]] = {}
+    for part in state.snapshots | state.deltas:
+        g, c = lay.split(part)
+        days.setdefault(g, []).append(c)
+    out: dict[tuple[Values, Values], list[Values]] = {}
+    for part in sorted(set(written)):
+        group, day = lay.split(part)
+        before = [c for c in days.get(group, []) if key(c) < key(day)]
+        if part in serving and before:
+            out.setdefault((max(before, key=key), day), []).append(group)
+    return out
+
+
+def stored_groups(
+    plan: HistoryPlan, serving: Mapping[Values, str], stored: Collection[Values]
+) -> dict[Values, str]:
+    """{group: stamp} of the plan's groups whose changes t__changes holds (`stored`: its
+    partitions, values + stamp): read incrementally, with `to`'s delta as their one delta
+    in (from, to], and `to` served by the cumulative partition the changes were stored
+    under. Such a group has no published day in (from, to) but a compaction that equals its
+    read (history/plan.py), so its state on `from` is its state on the day the changes
+    started from."""
+    to = plan.days[-1]
+    incremental = set(plan.incremental)
+    out = {}
+    for seg in plan.segments:
+        part = seg.group + to
+        stamp = serving.get(part)
+        if (
+            seg.group in incremental
+            and stamp is not None
+            and seg.candidates == (part,)
+            and part + (stamp,) in stored
+        ):
+            out[seg.group] = stamp
+    return out
+
+
+# ---- SQL ----------------------------------------------------------------------------------
+def _struct_type(r: Renderer) -> str:
+    return "STRUCT<" + ", ".join(f"{q(c)}: {r.type_of(c)}" for c in r.columns) + ">"
+
+
+def create_sql(r: Renderer, table: str) -> str:
+    """t__changes: the data columns, the kind and the before image, then the partition
+    columns and the stamp of the day's cumulative partition."""
+    cols = [
+        *((c, r.type_of(c)) for c in r.data_columns),
+        (sql.CHANGE, "string"),
+        (sql.BEFORE, _struct_type(r)),
+        *((c, r.type_of(c)) for c in r.opts.partition_by),
+        (STAMP_COLUMN, "string"),
+    ]
+    return S.create_table(table, cols, [*r.opts.partition_by, STAMP_COLUMN], {})
+
+
+def insert_sql(r: Renderer, table: str, changes: str, stamps: Mapping[Values, str]) -> str:
+    """The rows of `changes` (chain_changes of one range) into the partitions of their group,
+    tagged with its stamp (`stamps`: group -> stamp)."""
+    if r.opts.group_keys:
+        cases = " ".join(
+            f"WHEN {r.predicate(r.opts.group_keys, g)} THEN {literal(s)}"
+            for g, s in sorted(stamps.items())
+        )
+        stamp = f"CASE {cases} END"
+    else:
+        (stamp,) = (literal(s) for s in stamps.values())
+    parts = cols_sql([*r.opts.partition_by, STAMP_COLUMN])
+    names = cols_sql([*r.data_columns, sql.CHANGE, sql.BEFORE, *r.opts.partition_by])
+    return (
+        f"INSERT OVERWRITE TABLE {table} PARTITION ({parts})\n"
+        f"SELECT {names}, {stamp} AS {q(STAMP_COLUMN)} FROM ({changes}) __cs"
+    )
+
+
+def add_empty_sql(r: Renderer, table: str, parts: Sequence[Values]) -> str | None:
+    """Partitions (values + stamp) a day without changes leaves out of the insert."""
+    if not parts:
+        return None
+    cols = [*r.opts.partition_by, STAMP_COLUMN]
+    specs = " ".join(f"PARTITION ({spec_sql(cols, p)})" for p in parts)
+    return f"ALTER TABLE {table} ADD IF NOT EXISTS {specs}"
+
+
+def read_sql(r: Renderer, table: str, to: Values, stamps: Mapping[Values, str]) -> str:
+    """The stored changes of day `to` of the groups of `stamps`, as chain_changes gives them."""
+    parts = [g + to for g in stamps]
+    listed = ", ".join(literal(s) for s in sorted(set(stamps.values())))
+    return (
+        f"SELECT {cols_sql(r.columns)}, {q(sql.CHANGE)}, {q(sql.BEFORE)} FROM {table} "
+        f"WHERE ({r.partitions_predicate(parts)}) AND {q(STAMP_COLUMN)} IN ({listed})"
+    )
+
+
+# ---- I/O ----------------------------------------------------------------------------------
+class ChangesStore:
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        self.run = catalog.runner.run
+
+    def stored(self, loaded: Loaded) -> set[Values] | None:
+        """t__changes's partitions (values + stamp), None when the chain stores none."""
+        if not (loaded.opts.store_changes and loaded.props.get(P_CHANGES_COLUMNS)):
+            return None
+        cols = [*loaded.opts.partition_by, STAMP_COLUMN]
+        paths = self.catalog.partition_paths(changes_table(loaded.tables))
+        return {parse_partition_path(p, cols) for p in paths}
+
+    def changes_sql(self, loaded: Loaded, plan: HistoryPlan, serving: Mapping[Values, str]) -> str:
+        """chain_changes of `plan`: the groups whose changes are stored read from t__changes,
+        the others from the branches."""
+        r = Renderer.of(loaded)
+        stored = self.stored(loaded)
+        stamps = stored_groups(plan, serving, stored) if stored else {}
+        if not stamps:
+            return sql.changes(r, plan, serving)
+        parts = [read_sql(r, str(changes_table(loaded.tables)), plan.days[-1], stamps)]
+        rest = plan.restricted([s.group for s in plan.segments if s.group not in stamps])
+        if rest.segments:
+            parts.append(sql.changes(r, rest, serving))
+        return "\nUNION ALL\n".join(f"SELECT * FROM ({p}) __sc{i}" for i, p in enumerate(parts))
+
+    def after_write(self, loaded: Loaded, written: Sequence[Values]) -> None:
+        """Store the changes of the days `written` (delta partitions just published, their
+        cumulative delta built); drop the table when the chain stores none. A failure leaves
+        those days' changes read from the branches: the write stays."""
+        table = changes_table(loaded.tables)
+        if not loaded.opts.store_changes:
+            if loaded.props.get(P_CHANGES_COLUMNS):  # switched off: not kept
+                self.run(S.unset_properties(str(loaded.tables.snapshot), [P_CHANGES_COLUMNS]))
+                self.run(S.drop_table(str(table)))
+            return
+        clock = Stopwatch()
+        try:
+            stored = self._store(loaded, written)
+        except (DbtRuntimeError, ChainPlanError) as e:
+            logger.warning(
+                f"{loaded.tables.view}: storing the day's changes failed, chain_changes reads "
+                f"them from the branches: {e}"
+            )
+            return
+        if stored:
+            logger.info(f"{loaded.tables.view}: changes of {stored} partition(s) stored in {clock}")
+
+    def _store(self, loaded: Loaded, written: Sequence[Values]) -> int:
+        r, table, state = Renderer.of(loaded), str(changes_table(loaded.tables)), loaded.state()
+        self._ensure_table(loaded, r)
+        serving = served_days(loaded, [p for p in map(_plan_of(state), written) if p])
+        todo = targets(state, written, serving)
+        added: list[Values] = []
+        for (before, day), groups in sorted(todo.items()):
+            plan = _plan(loaded, state, before, day).restricted(groups)
+            read_serving = served_days(loaded, [p for plans in plan.reads for p in plans])
+            stamps = {g: serving[g + day] for g in groups}
+            self.run(insert_sql(r, table, sql.changes(r, plan, read_serving), stamps))
+            added += [g + day + (s,) for g, s in stamps.items()]
+        self.run(add_empty_sql(r, table, added))
+        self._drop_garbage(loaded, r, table)
+        return len(added)
+
+    def _ensure_table(self, loaded: Loaded, r: Renderer) -> None:
+        """t__changes exists with the chain's columns: created again (empty) when they changed,
+        so no stored row has another shape than the chain's reads."""
+        digest = columns_digest(loaded.columns)
+        if loaded.props.get(P_CHANGES_COLUMNS) == digest:
+            return
+        snapshot, table = str(loaded.tables.snapshot), str(changes_table(loaded.tables))
+        if loaded.props.get(P_CHANGES_COLUMNS):
+            self.run(S.unset_properties(snapshot, [P_CHANGES_COLUMNS]))
+        self.run(S.drop_table(table))
+        self.run(create_sql(r, table))
+        self.run(S.set_properties(snapshot, {P_CHANGES_COLUMNS: digest}))
+
+    def _drop_garbage(self, loaded: Loaded, r: Renderer, table: str) -> None:
+        """Partitions whose cumulative partition is gone (rebuilt under another stamp, its
+        day compacted or expired) serve no read again."""
+        cols = [*loaded.opts.partition_by, STAMP_COLUMN]
+        kept = set(loaded.cumulative or ())
+        paths = self.catalog.partition_paths(changes_table(loaded.tables))
+        garbage = sorted(p for p in (parse_partition_path(x, cols) for x in paths) if p not in kept)
+        self.catalog.retire("stored changes no day reads", S.drop_partitions(table, cols, garbage))
+
+
+def _plan_of(state: ChainState) -> Callable[[Values], ReadPlan | None]:
+    def plan(part: Values) -> ReadPlan | None:
+        group, chain = state.layout.split(part)
+        return state.plan_read(group, chain)
+
+    return plan
+
+
+def _plan(loaded: Loaded, state: ChainState, before: Values, day: Values) -> HistoryPlan:
+    keys = loaded.opts.chain_keys
+    return plan_history(
+        state,
+        dict(zip(keys, before, strict=True)),
+        dict(zip(keys, day, strict=True)),
+        loaded.history(),
+        every_day=False,
+        compacted=compacted_of(loaded),
+    )
