@@ -242,8 +242,89 @@ def test_changes_and_history_equal_diffs_and_versions_of_the_days_full_states(pr
     stored = [s for s in dd_sql.split("union all") if f"{p.schema}.dd__changes" in s]
     assert [s.split("'")[1] for s in stored] == ["4-5"]
     assert f"{p.schema}.dd__snapshot" not in stored[0] and "__changes" not in pu_sql
-    # each run stored the days of the groups that had a day before, under the stamp of the
-    # day's cumulative partition: EU's first day (4) has none
+    # each run stored the days of the groups that had a day before: EU's first day (4) has
+    # none, and day 4's compaction of CN and US (a snapshot over the day) voided theirs, which
+    # day 5's run dropped
     stored_days = sorted(x.rsplit("/", 1)[0] for x in p.partitions("dd__changes"))
-    want = [f"region={g}/dt={d}" for g in ("CN", "US") for d in D[1:]] + [f"region=EU/dt={D[4]}"]
+    stored_days_want = [D[1], D[2], D[4]]
+    want = [f"region={g}/dt={d}" for g in ("CN", "US") for d in stored_days_want]
+    want += [f"region=EU/dt={D[4]}"]
     assert stored_days == sorted(want)
+
+
+STORED = (
+    "{{{{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'], "
+    "sequence_field='seq', chain_partition={{'dt': var('dt')}}, chain_store_changes={on}, "
+    "on_schema_change='append_new_columns') }}}}\n"
+    "select id, v, seq{extra}, dt from {{{{ target.schema }}}}.src_s "
+    "where dt = '{{{{ var(\"dt\") }}}}'\n"
+)
+# the changes from the day before, as a view: read right after the run that defines it
+CHANGED = (
+    "{{ config(materialized='view') }}\n"
+    "select * from {{ chain_changes(ref('s'), {'dt': var('prev')}, {'dt': var('dt')}) }} c\n"
+)
+
+
+def test_stored_changes_follow_rewrites_schema_changes_and_switching_off(project):
+    """A chain storing its changes (chain_store_changes) and `chg`, a view of chain_changes of
+    a day and the day before, run after it: each answer equals the full diff of the two days'
+    states read through the view. A day written again in place voids the stored changes of it
+    and the later days (whose cumulative partitions keep their stamps: the stored rows would
+    tell the old story), so those read the branches until a run stores them again; a rerun
+    whose day now changes nothing stores nothing; a new column creates the table again, with
+    it; switched off, the table goes."""
+    p = project
+    d = [f"202509{n:02d}" for n in range(1, 6)]
+    rows: dict[str, list[tuple]] = {
+        d[0]: [(1, "a", 1), (2, "b", 1), (3, "c", 1)],
+        d[1]: [(1, "a2", 2), (4, "d", 2)],
+        d[2]: [(2, "b3", 3), (4, "d3", 3)],
+    }
+    state = {"on": "true", "extra": ""}
+
+    def source() -> None:
+        p.table(
+            "src_s",
+            "id int, v string, seq int, w string, dt string",
+            [(*r[:3], r[3] if len(r) > 3 else None, day) for day, rs in rows.items() for r in rs],
+        )
+
+    def changes(day: str, prev: str, run: str = "s") -> bool:
+        """`dbt run` of `run` (the chain) and chg for `day`; asserts chg's rows; whether chg
+        reads t__changes."""
+        p.model("s", STORED.format(**state))
+        p.dbt("run", "--select", *run.split(), "chg", vars={"dt": day, "prev": prev})
+        cols = "id, v, seq" + state["extra"]
+        days = reads_by_part(p, "s", {x: f"dt = '{x}'" for x in (prev, day)}, cols)
+        full = {x: {r[0]: r for r in days[x]} for x in (prev, day)}
+        got = p.rows(f"select {cols}, dt, ct__change, ct__before from {{s}}.chg")
+        assert expected.ordered(got) == expected.changes(full[prev], full[day], prev, day)
+        return f"{p.schema}.s__changes" in p.rows("show create table {s}.chg")[0][0]
+
+    source()
+    p.model("chg", CHANGED)
+    p.model("s", STORED.format(**state))
+    p.dbt("run", "--select", "s", vars={"dt": d[0]})
+    assert changes(d[1], d[0]) and changes(d[2], d[1])
+    # day 2 written again (key 3 appears, key 1 goes back), day 3 now changes key 3
+    rows[d[1]], rows[d[2]] = [(1, "a", 2), (3, "c2", 2)], [(2, "b3", 3), (3, "c3", 3)]
+    source()
+    assert changes(d[1], d[0])  # stored again by the rerun
+    assert not changes(d[2], d[1], run="")  # day 3's were voided: read from the branches
+    assert changes(d[2], d[1])  # day 3 run again: stored again
+    rows[d[2]] = []  # day 3 written again without a change
+    source()
+    assert changes(d[2], d[1]) and p.rows("select count(*) from {s}.chg") == [(0,)]
+    # a new column: the table is created again, with it
+    rows[d[3]] = [(2, "b4", 4, "x")]
+    source()
+    state["extra"] = ", w"
+    assert changes(d[3], d[2])
+    assert "w" in [str(r[0]) for r in p.rows("describe {s}.s__changes")]
+    # switched off: chain_changes reads the branches, and the table goes
+    rows[d[4]] = [(1, "a5", 5, "y")]
+    source()
+    state["on"] = "false"
+    assert not changes(d[4], d[3])
+    assert p.rows("show tables in {s} like 's__changes'") == []

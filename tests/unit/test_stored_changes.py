@@ -45,15 +45,41 @@ def test_a_range_reads_stored_changes_of_groups_whose_one_delta_is_to_s_under_it
     s = state()
     serving = {CN5: "a", US5: "b"}
     plan = plan_history(s, {"dt": "20250804"}, {"dt": "20250805"}, every_day=False)
-    both = {CN5 + ("a",), US5 + ("b",)}
-    assert stored.stored_groups(plan, serving, both) == {("CN",): "a", ("US",): "b"}
-    # US's changes were stored under a stamp its day no longer has (its C partition rebuilt)
-    assert stored.stored_groups(plan, serving, {CN5 + ("a",), US5 + ("old",)}) == {("CN",): "a"}
+    both = {CN5 + ("a.t1",), US5 + ("b.t1",)}
+    assert stored.stored_groups(plan, serving, both) == {("CN",): "a.t1", ("US",): "b.t1"}
+    # US's changes were stored under a stamp its day no longer has (its inputs renamed)
+    old = {CN5 + ("a.t1",), US5 + ("old.t1",)}
+    assert stored.stored_groups(plan, serving, old) == {("CN",): "a.t1"}
     # no C partition serves CN's day: nothing says its inputs are those the changes came from
-    assert stored.stored_groups(plan, {US5: "b"}, both) == {("US",): "b"}
+    assert stored.stored_groups(plan, {US5: "b"}, both) == {("US",): "b.t1"}
+    # two stores under one stamp (neither voided): neither is read
+    twice = both | {US5 + ("b.t2",)}
+    assert stored.stored_groups(plan, serving, twice) == {("CN",): "a.t1"}
     # two deltas of each group in (03, 05]: the last day's changes are not the range's
     longer = plan_history(s, {"dt": "20250803"}, {"dt": "20250805"}, every_day=False)
     assert stored.stored_groups(longer, serving, both) == {}
+
+
+def test_a_write_in_place_voids_its_groups_stored_days_from_its_first_day_on():
+    s = state()  # CN and US: days 01..05
+    kept = [("CN", d, "x.t") for d in ("20250802", "20250803", "20250805")]
+    kept += [("US", d, "y.t") for d in ("20250802", "20250804")]
+    # a new newest day of CN (and a new group) writes nothing in place
+    assert stored.written_in_place(s, [("CN", "20250806"), ("EU", "20250801")]) == {}
+    assert stored.voided(s, [("CN", "20250806")], kept) == []
+    # CN's day 03 written again: CN's days 03 and 05, not 02, not US's
+    assert stored.written_in_place(s, [("CN", "20250803"), ("US", "20250809")]) == {
+        ("CN",): ("20250803",)
+    }
+    assert stored.voided(s, [("CN", "20250803")], kept) == [
+        ("CN", "20250803", "x.t"),
+        ("CN", "20250805", "x.t"),
+    ]
+    # a backfill of a day US never had, before its last day: from that day on
+    assert stored.voided(s, [("US", "20250803"), ("US", "20250802")], kept) == [
+        ("US", "20250802", "y.t"),
+        ("US", "20250804", "y.t"),
+    ]
 
 
 def test_the_table_the_insert_and_the_read_of_stored_changes():
@@ -114,7 +140,7 @@ class Listed(stored.ChangesStore):
         pass
 
     def stored(self, loaded):
-        return {CN5 + ("a",)}
+        return {CN5 + ("a.t",)}
 
 
 def test_a_range_reads_its_stored_groups_from_t_changes_and_the_others_from_the_branches():
@@ -124,13 +150,13 @@ def test_a_range_reads_its_stored_groups_from_t_changes_and_the_others_from_the_
     text = flat(Listed().changes_sql(loaded, plan, serving))
     r = renderer()
     us_only = flat(sql.changes(r, plan.restricted([("US",)]), serving))
-    cn_stored = flat(stored.read_sql(r, TABLE, ("20250805",), {("CN",): "a"}))
+    cn_stored = flat(stored.read_sql(r, TABLE, ("20250805",), {("CN",): "a.t"}))
     assert text == f"SELECT * FROM ({cn_stored}) __sc0 UNION ALL SELECT * FROM ({us_only}) __sc1"
     assert "'CN'" not in us_only
     # every group stored: no read of the branches at all
     every = Listed()
-    every.stored = lambda loaded: {CN5 + ("a",), US5 + ("b",)}  # type: ignore[method-assign]
-    both = flat(stored.read_sql(r, TABLE, ("20250805",), {("CN",): "a", ("US",): "b"}))
+    every.stored = lambda loaded: {CN5 + ("a.t",), US5 + ("b.t",)}  # type: ignore[method-assign]
+    both = flat(stored.read_sql(r, TABLE, ("20250805",), {("CN",): "a.t", ("US",): "b.t"}))
     assert flat(every.changes_sql(loaded, plan, serving)) == f"SELECT * FROM ({both}) __sc0"
     # none stored: chain_changes as without the store
     none = Listed()
@@ -154,3 +180,18 @@ def test_storing_changes_needs_the_cumulative_delta():
     assert ChainOptions.from_properties("t", opts.to_properties()).store_changes is True
     off = ChainOptions.from_config("t", {**base, "chain_store_changes": False})
     assert "chaintable.store-changes" not in off.to_properties()
+
+
+def test_unused_stored_partitions_are_the_voided_and_those_whose_cumulative_partition_went():
+    listed = [CN5 + ("a.t1",), US5 + ("b.t1",), ("CN", "20250804", "c.t1"), US5 + ("old.t0",)]
+    cumulative = [CN5 + ("a",), US5 + ("b",), ("CN", "20250804", "c")]
+    assert stored.unused(listed, cumulative, []) == [US5 + ("old.t0",)]
+    assert stored.unused(listed, cumulative, [CN5 + ("a.t1",)]) == [
+        CN5 + ("a.t1",),
+        US5 + ("old.t0",),
+    ]
+    # a day compacted (its cumulative partition dropped): its stored changes go too
+    assert stored.unused(listed, cumulative[:2], []) == [
+        ("CN", "20250804", "c.t1"),
+        US5 + ("old.t0",),
+    ]

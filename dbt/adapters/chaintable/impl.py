@@ -60,12 +60,14 @@ class Chain:
         self.accumulator = Accumulator(
             self.catalog, lambda loaded, days: self.views.refresh(loaded, unserved=days)
         )
-        self.compactor = Compactor(self.catalog, self.publisher, self.views, self.accumulator)
+        store = ChangesStore(self.catalog)
+        self.compactor = Compactor(
+            self.catalog, self.publisher, self.views, self.accumulator, store
+        )
         self.expirer = Expirer(self.catalog, self.publisher, self.views)
         self.maintenance = Maintenance(
             self.catalog, self.publisher, self.views, self.compactor, self.expirer
         )
-        store = ChangesStore(self.catalog)
         finisher = Finisher(
             self.catalog,
             self.publisher,

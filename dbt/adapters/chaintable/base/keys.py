@@ -168,6 +168,11 @@ P_STORE_CHANGES = "chaintable.store-changes"
 P_CHANGES_COLUMNS = "chaintable.changes-columns"
 
 
+# on t__snapshot: t__changes partitions no read may use (their states were written again in
+# place), until a run drops them (history/stored.py)
+P_CHANGES_VOID = "chaintable.changes-void"
+
+
 COMPACTION_MODES = ("inline", "deferred")
 
 

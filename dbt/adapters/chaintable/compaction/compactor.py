@@ -35,6 +35,7 @@ from dbt.adapters.chaintable.compaction.plan import (
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.cumulative.plan import ordinal_sequence_type, served_days
+from dbt.adapters.chaintable.history.stored import ChangesStore
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.view.writer import ViewWriter
@@ -42,10 +43,15 @@ from dbt.adapters.chaintable.view.writer import ViewWriter
 
 class Compactor:
     def __init__(
-        self, catalog: Catalog, publisher: Publisher, views: ViewWriter, accumulator: Accumulator
+        self,
+        catalog: Catalog,
+        publisher: Publisher,
+        views: ViewWriter,
+        accumulator: Accumulator,
+        store: ChangesStore,
     ):
         self.catalog, self.publisher, self.views = catalog, publisher, views
-        self.accumulator = accumulator
+        self.accumulator, self.store = accumulator, store
         self.run = catalog.runner.run
 
     # ---- compaction ---------------------------------------------------------------------------
@@ -154,6 +160,7 @@ class Compactor:
             )
         written = [p.group + p.chain for p in plan.writes]
         loaded = self.accumulator.before_write(loaded, "snapshot", written)
+        loaded = self.store.before_write(loaded, written)
         # merged rows land in a fresh directory, then each snapshot partition is switched to it;
         # the view's merged branch for a delta-only partition keeps reading the same rows until
         # the refresh below, because its snapshot branch excludes that partition

@@ -1,26 +1,31 @@
-"""Stored changes (model config chain_store_changes, docs/design.md#stored-changes).
+"""Stored changes (model config chain_store_changes; docs/design.md, History by business day).
 
 The run that writes a group's day D stores chain_changes from the group's day before (P, its
-previous published day) to D in t__changes, in partition (group, D, stamp of D's cumulative
-partition). chain_changes of a range whose only delta of a group is D's reads that partition
-while the same cumulative partition serves D: the cumulative delta stops serving a day (and is
-rebuilt under another stamp) whenever an input of its state changes, and the state on P is
-read from the same anchor and a subset of those inputs, so neither state changed since the
-changes were stored. Anything else (a rewritten or backfilled day, a day whose partition was
-rebuilt, a compaction's new base) reads from the branches as before: the store only saves
+previous published day) to D in t__changes, in a partition of its own: the group, D, and
+`<stamp of D's cumulative partition>.<a token of that store>`. chain_changes of a range whose
+one delta of a group is D's reads that partition while the cumulative partition of the same
+stamp serves D and no write voided it. The stamp names D's inputs (its anchor, its deltas, the
+merge options): a day whose inputs change names gets another. A write in place (a day written
+again, a backfill before D, a snapshot over one) keeps the names, so before it publishes it
+voids the stored partitions of its groups from its first day on (`chaintable.changes-void`,
+read with the chain's properties: no file goes while a reader may read it), and the next store
+drops them. The state on P reads the same anchor and a subset of D's deltas, so neither state
+changed since the store. Anything else reads the branches as before: the store only saves
 reads, never decides what a read returns.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from dbt.adapters.base.relation import BaseRelation
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable.base import statements as S
-from dbt.adapters.chaintable.base.keys import P_CHANGES_COLUMNS
+from dbt.adapters.chaintable.base.keys import P_CHANGES_COLUMNS, P_CHANGES_VOID
 from dbt.adapters.chaintable.base.partitions import ChainPlanError, Values, parse_partition_path
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql
@@ -78,26 +83,66 @@ def targets(
 def stored_groups(
     plan: HistoryPlan, serving: Mapping[Values, str], stored: Collection[Values]
 ) -> dict[Values, str]:
-    """{group: stamp} of the plan's groups whose changes t__changes holds (`stored`: its
-    partitions, values + stamp): read incrementally, with `to`'s delta as their one delta
-    in (from, to], and `to` served by the cumulative partition the changes were stored
-    under. Such a group has no published day in (from, to) but a compaction that equals its
-    read (history/plan.py), so its state on `from` is its state on the day the changes
-    started from."""
+    """{group: stored stamp} of the plan's groups whose changes t__changes holds (`stored`:
+    its partitions no write voided, values + stored stamp): read incrementally, with `to`'s
+    delta as their one delta in (from, to], `to` served by the cumulative partition the
+    changes were stored under, and one such partition. Such a group has no published day in
+    (from, to) but a compaction that equals its read (history/plan.py), so its state on
+    `from` is its state on the day the changes started from."""
     to = plan.days[-1]
+    found: dict[tuple[Values, str], list[str]] = {}
+    for part in stored:
+        found.setdefault((part[:-1], part[-1].split(".")[0]), []).append(part[-1])
     incremental = set(plan.incremental)
     out = {}
     for seg in plan.segments:
         part = seg.group + to
         stamp = serving.get(part)
-        if (
-            seg.group in incremental
-            and stamp is not None
-            and seg.candidates == (part,)
-            and part + (stamp,) in stored
-        ):
-            out[seg.group] = stamp
+        hits = found.get((part, stamp), []) if stamp is not None else []
+        if seg.group in incremental and seg.candidates == (part,) and len(hits) == 1:
+            out[seg.group] = hits[0]
     return out
+
+
+def written_in_place(state: ChainState, written: Sequence[Values]) -> dict[Values, Values]:
+    """{group: first day written} of the groups `written` (group + chain, any branch) writes
+    in place: a day the group has, or one before a day it has. A new newest day is none."""
+    key, lay = state.sort_key, state.layout
+    last: dict[Values, Values] = {}
+    for part in state.snapshots | state.deltas:
+        g, c = lay.split(part)
+        if g not in last or key(c) > key(last[g]):
+            last[g] = c
+    first: dict[Values, Values] = {}
+    for part in written:
+        g, c = lay.split(part)
+        if g in last and key(c) <= key(last[g]) and (g not in first or key(c) < key(first[g])):
+            first[g] = c
+    return first
+
+
+def voided(
+    state: ChainState, written: Sequence[Values], stored: Collection[Values]
+) -> list[Values]:
+    """The stored partitions (values + stored stamp) a write of `written` voids: of each group
+    it writes in place, every day from the first it writes on."""
+    first, key, lay = written_in_place(state, written), state.sort_key, state.layout
+    out = []
+    for part in stored:
+        g, c = lay.split(part[:-1])
+        if g in first and key(c) >= key(first[g]):
+            out.append(part)
+    return sorted(out)
+
+
+def unused(
+    listed: Collection[Values], cumulative: Collection[Values], void: Collection[Values]
+) -> list[Values]:
+    """The stored partitions (values + stored stamp) no read uses again: voided, or whose
+    cumulative partition (values + stamp) is gone (renamed inputs, its day compacted or
+    expired)."""
+    kept, gone = set(cumulative), set(void)
+    return sorted(p for p in listed if p in gone or p[:-1] + (p[-1].split(".")[0],) not in kept)
 
 
 # ---- SQL ----------------------------------------------------------------------------------
@@ -162,13 +207,18 @@ class ChangesStore:
         self.catalog = catalog
         self.run = catalog.runner.run
 
-    def stored(self, loaded: Loaded) -> set[Values] | None:
-        """t__changes's partitions (values + stamp), None when the chain stores none."""
-        if not (loaded.opts.store_changes and loaded.props.get(P_CHANGES_COLUMNS)):
-            return None
+    def listed(self, loaded: Loaded) -> list[Values]:
+        """Every partition of t__changes (values + stored stamp)."""
         cols = [*loaded.opts.partition_by, STAMP_COLUMN]
         paths = self.catalog.partition_paths(changes_table(loaded.tables))
-        return {parse_partition_path(p, cols) for p in paths}
+        return [parse_partition_path(p, cols) for p in paths]
+
+    def stored(self, loaded: Loaded) -> set[Values] | None:
+        """t__changes's partitions no write voided, None when the chain stores none."""
+        if not (loaded.opts.store_changes and loaded.props.get(P_CHANGES_COLUMNS)):
+            return None
+        void = set(_void(loaded))
+        return {p for p in self.listed(loaded) if _path(loaded, p) not in void}
 
     def changes_sql(self, loaded: Loaded, plan: HistoryPlan, serving: Mapping[Values, str]) -> str:
         """chain_changes of `plan`: the groups whose changes are stored read from t__changes,
@@ -184,15 +234,27 @@ class ChangesStore:
             parts.append(sql.changes(r, rest, serving))
         return "\nUNION ALL\n".join(f"SELECT * FROM ({p}) __sc{i}" for i, p in enumerate(parts))
 
+    def before_write(self, loaded: Loaded, written: Sequence[Values]) -> Loaded:
+        """Before `written` (group + chain, any branch) is published: void the stored
+        partitions it changes the states of. A new newest day voids nothing and reads nothing."""
+        if not loaded.props.get(P_CHANGES_COLUMNS) or not written_in_place(loaded.state(), written):
+            return loaded
+        gone = voided(loaded.state(), written, self.listed(loaded))
+        if not gone:
+            return loaded
+        paths = sorted(set(_void(loaded)) | {_path(loaded, p) for p in gone})
+        value = json.dumps(paths, separators=(",", ":"))
+        self.catalog.set_properties(loaded.tables.snapshot, {P_CHANGES_VOID: value})
+        return loaded.with_props({P_CHANGES_VOID: value})
+
     def after_write(self, loaded: Loaded, written: Sequence[Values]) -> None:
         """Store the changes of the days `written` (delta partitions just published, their
-        cumulative delta built); drop the table when the chain stores none. A failure leaves
-        those days' changes read from the branches: the write stays."""
-        table = changes_table(loaded.tables)
+        cumulative delta built) and drop what no read uses; drop the table when the chain
+        stores none. A failure leaves those days' changes read from the branches: the write
+        stays."""
         if not loaded.opts.store_changes:
             if loaded.props.get(P_CHANGES_COLUMNS):  # switched off: not kept
-                self.run(S.unset_properties(str(loaded.tables.snapshot), [P_CHANGES_COLUMNS]))
-                self.run(S.drop_table(str(table)))
+                self._drop_table(loaded)
             return
         clock = Stopwatch()
         try:
@@ -208,41 +270,61 @@ class ChangesStore:
 
     def _store(self, loaded: Loaded, written: Sequence[Values]) -> int:
         r, table, state = Renderer.of(loaded), str(changes_table(loaded.tables)), loaded.state()
-        self._ensure_table(loaded, r)
+        loaded = self._ensure_table(loaded, r)
         serving = served_days(loaded, [p for p in map(_plan_of(state), written) if p])
-        todo = targets(state, written, serving)
+        token = uuid.uuid4().hex[:8]  # every store writes partitions no other store had
         added: list[Values] = []
-        for (before, day), groups in sorted(todo.items()):
+        for (before, day), groups in sorted(targets(state, written, serving).items()):
             plan = _plan(loaded, state, before, day).restricted(groups)
             read_serving = served_days(loaded, [p for plans in plan.reads for p in plans])
-            stamps = {g: serving[g + day] for g in groups}
+            stamps = {g: f"{serving[g + day]}.{token}" for g in groups}
             self.run(insert_sql(r, table, sql.changes(r, plan, read_serving), stamps))
             added += [g + day + (s,) for g, s in stamps.items()]
         self.run(add_empty_sql(r, table, added))
-        self._drop_garbage(loaded, r, table)
+        self._drop_garbage(loaded, table, set(added))
         return len(added)
 
-    def _ensure_table(self, loaded: Loaded, r: Renderer) -> None:
+    def _ensure_table(self, loaded: Loaded, r: Renderer) -> Loaded:
         """t__changes exists with the chain's columns: created again (empty) when they changed,
         so no stored row has another shape than the chain's reads."""
         digest = columns_digest(loaded.columns)
         if loaded.props.get(P_CHANGES_COLUMNS) == digest:
-            return
-        snapshot, table = str(loaded.tables.snapshot), str(changes_table(loaded.tables))
+            return loaded
         if loaded.props.get(P_CHANGES_COLUMNS):
-            self.run(S.unset_properties(snapshot, [P_CHANGES_COLUMNS]))
-        self.run(S.drop_table(table))
-        self.run(create_sql(r, table))
-        self.run(S.set_properties(snapshot, {P_CHANGES_COLUMNS: digest}))
+            self._drop_table(loaded)
+        else:  # a table a crash or a full refresh left without its record
+            self.run(S.drop_table(str(changes_table(loaded.tables))))
+        self.run(create_sql(r, str(changes_table(loaded.tables))))
+        self.catalog.set_properties(loaded.tables.snapshot, {P_CHANGES_COLUMNS: digest})
+        return loaded.with_props({P_CHANGES_COLUMNS: digest, P_CHANGES_VOID: "[]"})
 
-    def _drop_garbage(self, loaded: Loaded, r: Renderer, table: str) -> None:
-        """Partitions whose cumulative partition is gone (rebuilt under another stamp, its
-        day compacted or expired) serve no read again."""
+    def _drop_table(self, loaded: Loaded) -> None:
+        """Unrecorded first, so no new read uses it; dropped after the reader grace."""
+        keys = [k for k in (P_CHANGES_COLUMNS, P_CHANGES_VOID) if k in loaded.props]
+        self.run(S.unset_properties(str(loaded.tables.snapshot), keys))
+        self.catalog.changed()
+        self.catalog.retire("stored changes", S.drop_table(str(changes_table(loaded.tables))))
+
+    def _drop_garbage(self, loaded: Loaded, table: str, added: set[Values]) -> None:
+        """The partitions no read uses again (unused), then the void list."""
+        void = set(_void(loaded))
+        listed = [p for p in self.listed(loaded) if p not in added]
+        voided_parts = [p for p in listed if _path(loaded, p) in void]
+        garbage = unused(listed, loaded.cumulative or (), voided_parts)
         cols = [*loaded.opts.partition_by, STAMP_COLUMN]
-        kept = set(loaded.cumulative or ())
-        paths = self.catalog.partition_paths(changes_table(loaded.tables))
-        garbage = sorted(p for p in (parse_partition_path(x, cols) for x in paths) if p not in kept)
-        self.catalog.retire("stored changes no day reads", S.drop_partitions(table, cols, garbage))
+        self.catalog.retire("stored changes no read uses", S.drop_partitions(table, cols, garbage))
+        if void:
+            self.run(S.unset_properties(str(loaded.tables.snapshot), [P_CHANGES_VOID]))
+
+
+def _void(loaded: Loaded) -> list[str]:
+    raw = loaded.props.get(P_CHANGES_VOID)
+    return list(json.loads(raw)) if raw else []
+
+
+def _path(loaded: Loaded, part: Values) -> str:
+    """A t__changes partition (values + stored stamp) as chaintable.changes-void lists it."""
+    return f"{loaded.layout.path(part[:-1])}/{STAMP_COLUMN}={part[-1]}"
 
 
 def _plan_of(state: ChainState) -> Callable[[Values], ReadPlan | None]:

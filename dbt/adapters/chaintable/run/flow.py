@@ -157,10 +157,8 @@ class RunFlow:
             plan = self.planner.plan(run, stage, stored, names)
             prebuilt = None
             if run.publishes:
-                plan = replace(
-                    plan,
-                    loaded=self.accumulator.before_write(plan.loaded, run.branch, plan.written),
-                )
+                loaded = self.accumulator.before_write(plan.loaded, run.branch, plan.written)
+                plan = replace(plan, loaded=self.finisher.store.before_write(loaded, plan.written))
                 plan, prebuilt = self.planner.checked_build(run, stage, plan)
                 invalidated = invalidated_snapshots(run, plan)
                 # snapshots to drop or mark stale after the publish: named on the lock first,
