@@ -4,8 +4,10 @@ maintained from them, against what the classic daily full snapshot offers, in on
     .venv/bin/python benchmarks/bench_history.py [--rows 2000000 --days 14 --rate 0.01]
 
 bench_chain.py's change log and its two models (ods_chain, chain_incremental with its weekly
-inline compaction; ods_full, the classic job storing every day's full state) run day by day,
-with two downstream models of the same aggregate (count and sum of amount by day and status):
+inline compaction, here with chain_store_changes; ods_full, the classic job storing every day's
+full state) run day by day, beside ods_plain (ods_chain without chain_store_changes: what
+storing the changes costs a run, and what chain_changes costs without them), with two
+downstream models of the same aggregate (count and sum of amount by day and status):
 
   status_inc   the sample's orders_by_status (sample_project/models/ods), read from that file:
                each day is the previous day's aggregate plus chain_changes(prev, day), before
@@ -16,12 +18,14 @@ After each day's runs (day 1 excluded from every median):
 
   changes      chain_changes(ref('ods_chain'), d-1, d) as dbt renders it, read as a user would:
                count(*) and a checksum over all its columns, one query;
+  plain        the same of ods_plain: the changes read from the branches;
   diff         the classic table's answer to the same question: a full outer join of its stored
                days d-1 and d on the key, keeping the keys that differ, in the same shape;
                equal count and checksum asserted;
   read         one stored day of the classic table: count and checksum over all columns;
   downstream   the wall time of `dbt run` of status_inc and of status_full (one invocation
-               each, as a user's daily job); equal rows asserted every day.
+               each, as a user's daily job); equal rows asserted every day;
+  runs         the wall time of each day's `dbt run` of ods_chain, ods_plain and ods_full.
 
 Prints the ratios against GOALS and writes bench_history_n<rows>.json (with each day's three
 queries) + .png into --out.
@@ -57,6 +61,20 @@ SAMPLE_MODEL = (
     Path(__file__).resolve().parents[1] / "sample_project/models/ods/orders_by_status.sql"
 )
 COLS = ["id", *VALUE_COLS, "op", "seq", "dt"]  # the models' columns, in table order
+
+
+def write_chains(proj: Path) -> None:
+    """ods_chain stores its days' changes; ods_plain, the same model otherwise, does not."""
+    chain = proj / "models" / "ods_chain.sql"
+    text = chain.read_text()
+    (proj / "models" / "ods_plain.sql").write_text(text)
+    stored = text.replace(
+        "    cumulative_delta=True,\n",
+        "    cumulative_delta=True,\n    chain_store_changes=true,\n",
+    )
+    if stored == text:
+        raise SystemExit(f"{chain} has no cumulative_delta line: adapt me")
+    chain.write_text(stored)
 
 
 def write_downstream(proj: Path) -> None:
@@ -133,25 +151,34 @@ def timed_reads(spark, queries: dict[str, str], repeats: int) -> dict[str, dict[
 
 
 def measure_changes(spark, dbt: Dbt, prev: str, day: str, repeats: int) -> dict[str, Any]:
-    """changes, diff and read of `day` (timed_reads); changes and diff must agree."""
-    sub = dbt.compile_inline(
-        f"select * from {{{{ chain_changes(ref('ods_chain'), {{'dt': '{prev}'}}, "
-        f"{{'dt': '{day}'}}) }}}} __c"
-    )
+    """changes, plain, diff and read of `day` (timed_reads); changes, plain and diff must
+    agree, and changes must have read the stored changes (but on a compaction day, whose
+    state the compaction wrote: not stored, read from the branches)."""
+
+    def changes_of(model: str) -> str:
+        return dbt.compile_inline(
+            f"select * from {{{{ chain_changes(ref('{model}'), {{'dt': '{prev}'}}, "
+            f"{{'dt': '{day}'}}) }}}} __c"
+        )
+
+    stored, plain = changes_of("ods_chain"), changes_of("ods_plain")
     shape = [*COLS, "ct__change", "ct__before"]
     queries = {
-        "changes": checksum_sql(f"({sub}) __changes", shape),
+        "changes": checksum_sql(f"({stored}) __changes", shape),
+        "plain": checksum_sql(f"({plain}) __changes", shape),
         "diff": checksum_sql(f"({diff_sql(prev, day)}) __diff", shape),
         "read": checksum_sql(f"{SCHEMA}.ods_full", COLS, f" WHERE dt = '{day}'"),
     }
     got: dict[str, Any] = timed_reads(spark, queries, repeats)
-    a, b = got["changes"], got["diff"]
-    if (a["rows"], a["checksum"]) != (b["rows"], b["checksum"]):
-        raise SystemExit(
-            f"chain_changes {prev}->{day}: {a['rows']} rows {a['checksum']}, the classic diff "
-            f"{b['rows']} rows {b['checksum']}"
-        )
-    return {**got, "sql": queries}
+    b = got["diff"]
+    for k in ("changes", "plain"):
+        a = got[k]
+        if (a["rows"], a["checksum"]) != (b["rows"], b["checksum"]):
+            raise SystemExit(
+                f"chain_changes {prev}->{day} ({k}): {a['rows']} rows {a['checksum']}, the "
+                f"classic diff {b['rows']} rows {b['checksum']}"
+            )
+    return {**got, "sql": queries, "read_stored": f"{SCHEMA}.ods_chain__changes" in stored}
 
 
 def downstream_rows(spark, model: str, day: str) -> list[tuple[Any, ...]]:
@@ -175,7 +202,8 @@ def run_day(
     line = [f"day {i + 1:2d} {day}"]
     flip = (lambda xs: xs) if i % 2 == 0 else (lambda xs: xs[::-1])
     compacted = None
-    for model in flip(["ods_full", "ods_chain"]):
+    order = ["ods_full", "ods_chain", "ods_plain"]
+    for model in order[i % 3 :] + order[: i % 3]:
         r = dbt.invoke("run", "--select", model, vars=vars_)
         log["ods"].append({"day": day, "model": model, "wall_s": r["wall_s"], "jvm": r["jvm"]})
         line.append(f"{model} {r['wall_s']:.1f} s")
@@ -204,9 +232,12 @@ def run_day(
         line.append(f"(compacted inline in {compacted:.1f} s)")
     if i:
         got = measure_changes(spark, dbt, days[i - 1], day, repeats)
+        if compacted is None and not got["read_stored"]:
+            raise SystemExit(f"chain_changes {days[i - 1]}->{day} did not read the stored changes")
         log["changes"].append({"day": day, "compacted": compacted is not None, **got})
         line.append(
-            f"changes {got['changes']['median_s']:.2f} s ({got['changes']['rows']} rows) "
+            f"changes {got['changes']['median_s']:.2f} s ({got['changes']['rows']} rows"
+            f"{', stored' if got['read_stored'] else ''}) plain {got['plain']['median_s']:.2f} s "
             f"diff {got['diff']['median_s']:.2f} s read {got['read']['median_s']:.2f} s"
         )
     print("  ".join(line), flush=True)
@@ -215,23 +246,31 @@ def run_day(
 def summarize(log: dict[str, list[Any]]) -> dict[str, Any]:
     """Per day (2..D) the seconds of each side and the ratios; medians over the ordinary days
     and, apart, over the days whose chain run compacted."""
-    walls = {(r["day"], r["model"]): r["wall_s"] for r in log["downstream"]}
+    walls = {(r["day"], r["model"]): r["wall_s"] for r in log["downstream"] + log["ods"]}
     per_day = []
     for c in log["changes"]:
         d = c["day"]
         inc, full = walls[(d, "status_inc")], walls[(d, "status_full")]
+        chain, plain = walls[(d, "ods_chain")], walls[(d, "ods_plain")]
         per_day.append(
             {
                 "day": d,
                 "compacted": c["compacted"],
+                "read_stored": c["read_stored"],
                 "changes_s": c["changes"]["median_s"],
+                "plain_s": c["plain"]["median_s"],
                 "diff_s": c["diff"]["median_s"],
                 "read_s": c["read"]["median_s"],
                 "change_rows": c["changes"]["rows"],
                 "read_rows": c["read"]["rows"],
                 "incremental_s": inc,
                 "recompute_s": full,
+                "chain_run_s": chain,
+                "plain_run_s": plain,
+                "classic_run_s": walls[(d, "ods_full")],
                 "changes_vs_read": ratio(c["changes"]["median_s"], c["read"]["median_s"]),
+                "plain_vs_read": ratio(c["plain"]["median_s"], c["read"]["median_s"]),
+                "store_run_cost": ratio(chain, plain),
                 "changes_vs_diff": ratio(c["changes"]["median_s"], c["diff"]["median_s"]),
                 "downstream": ratio(inc, full),
             }
@@ -240,7 +279,8 @@ def summarize(log: dict[str, list[Any]]) -> dict[str, Any]:
     def medians(rows: list[dict[str, Any]]) -> dict[str, float] | None:
         if not rows:
             return None
-        keys = [k for k in rows[0] if k.endswith("_s") or k in ("changes_vs_diff", *GOALS)]
+        extra = ("changes_vs_diff", "plain_vs_read", "store_run_cost", *GOALS)
+        keys = [k for k in rows[0] if k.endswith("_s") or k in extra]
         return {k: median([r[k] for r in rows]) for k in keys}
 
     return {
@@ -252,7 +292,7 @@ def summarize(log: dict[str, list[Any]]) -> dict[str, Any]:
 
 def print_table(res: dict[str, Any]) -> None:
     print()
-    print(f"{'figure (median over days 2..D)':52s} {'measured':>10s}  goal")
+    print(f"{'figure (median over days 2..D)':58s} {'measured':>10s}  goal")
     for label, which in (("", "ordinary"), ("compaction days: ", "compaction_days")):
         m = res["summary"][which]
         if m is None:
@@ -264,6 +304,12 @@ def print_table(res: dict[str, Any]) -> None:
                 "changes_vs_read",
                 f"{m['changes_s']:.2f} s vs {m['read_s']:.2f} s",
             ),
+            (
+                f"{label}  without stored changes",
+                m["plain_vs_read"],
+                None,
+                f"{m['plain_s']:.2f} s",
+            ),
             (f"{label}changes / full diff", m["changes_vs_diff"], None, f"{m['diff_s']:.2f} s"),
             (
                 f"{label}downstream incremental / recompute",
@@ -271,13 +317,20 @@ def print_table(res: dict[str, Any]) -> None:
                 "downstream",
                 f"{m['incremental_s']:.2f} s vs {m['recompute_s']:.2f} s",
             ),
+            (
+                f"{label}chain run storing its changes / without",
+                m["store_run_cost"],
+                None,
+                f"{m['chain_run_s']:.2f} s vs {m['plain_run_s']:.2f} s; "
+                f"classic {m['classic_run_s']:.2f} s",
+            ),
         ]
         for name, x, key, detail in rows:
             goal = ""
             if key is not None and which == "ordinary":
                 g = res["goals"][key]
                 goal = f"{g['goal']:7s} {'met' if g['met'] else 'not met'}"
-            print(f"{name:52s} {x:10.3f}  {goal:20s} ({detail})")
+            print(f"{name:58s} {x:10.3f}  {goal:20s} ({detail})")
     print()
 
 
@@ -291,7 +344,8 @@ def chart(res: dict[str, Any], path: Path) -> None:
     xs = [p["day"][4:] for p in per_day]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
     for key, style, label in (
-        ("changes_s", "s-", "chain_changes(d-1, d)"),
+        ("changes_s", "s-", "chain_changes(d-1, d), changes stored"),
+        ("plain_s", "d-", "chain_changes(d-1, d), from the branches"),
         ("diff_s", "o-", "classic: full diff of two stored days"),
         ("read_s", "^-", "classic: one stored day's read"),
     ):
@@ -339,6 +393,7 @@ def main() -> int:
     print(f"generating {args.rows} rows x {args.days} days, rate {args.rate} ...", flush=True)
     src_counts = generate_source(spark, args.rows, days, args.rate, 1)
     proj = write_project(root, 1, "window", chain_policy(args.compact_every))
+    write_chains(proj)
     write_downstream(proj)
     dbt = Dbt(proj, spark)
     dbt.invoke("parse")  # loads dbt and the adapter: not part of any day
