@@ -41,6 +41,7 @@ GC_SUFFIX = "__chain_gc"
 LOCK_SUFFIX = "__chain_lock"
 MAP_SUFFIX = "__chain_map"
 CUMULATIVE_SUFFIX = "__cumulative"
+CHANGES_SUFFIX = "__changes"  # stored changes (history/stored.py)
 STAMP_COLUMN = "ct__stamp"  # the partition column of t__cumulative after partition_by
 CHAIN_PATTERN = "__*"  # every table of a chain `t` is named `t__...`
 
@@ -255,8 +256,7 @@ class Catalog:
 
     # ---- listings and descriptions ----------------------------------------------------------
     def exists(self, relation: BaseRelation, known: bool | None = None) -> bool:
-        """Whether `relation` exists: `known` when a listing already said (listed()), else
-        asked."""
+        """Whether `relation` exists: `known` when a listing already said (listed()), else asked."""
         if known is not None:
             return known
         return bool(self.runner.fetch(S.show_tables(schema_of(relation), name_of(relation))))

@@ -31,6 +31,7 @@ from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.chain.catalog import (
+    CHANGES_SUFFIX,
     STAMP_COLUMN,
     Catalog,
     ChainTables,
@@ -43,8 +44,6 @@ from dbt.adapters.chaintable.cumulative.plan import served_days
 from dbt.adapters.chaintable.history import sql
 from dbt.adapters.chaintable.history.plan import HistoryPlan, plan_history
 from dbt.adapters.chaintable.read.render import Renderer
-
-CHANGES_SUFFIX = "__changes"
 
 
 def changes_table(tables: ChainTables) -> BaseRelation:

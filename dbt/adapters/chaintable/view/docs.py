@@ -12,6 +12,7 @@ from typing import Any
 from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base.config import ModelSettings
 from dbt.adapters.chaintable.chain.catalog import (
+    CHANGES_SUFFIX,
     CUMULATIVE_SUFFIX,
     DELTA_SUFFIX,
     MAP_SUFFIX,
@@ -31,6 +32,12 @@ CHAIN_RELATIONS = (
         "derived: every key changed since its anchor, per delta-only day",
     ),
     ("chain_map", MAP_SUFFIX, "Mapping table", "derived: what feeds each older delta-only day"),
+    (
+        "chain_changes",
+        CHANGES_SUFFIX,
+        "Stored changes",
+        "derived (chain_store_changes): each day's changes from the group's day before",
+    ),
 )
 
 
