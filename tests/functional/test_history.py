@@ -266,14 +266,15 @@ CHANGED = (
 )
 
 
-def test_stored_changes_follow_rewrites_schema_changes_and_switching_off(project):
+def test_stored_changes_follow_rewrites_schema_changes_and_switching_off(project, monkeypatch):
     """A chain storing its changes (chain_store_changes) and `chg`, a view of chain_changes of
     a day and the day before, run after it: each answer equals the full diff of the two days'
     states read through the view. A day written again in place voids the stored changes of it
     and the later days (whose cumulative partitions keep their stamps: the stored rows would
-    tell the old story), so those read the branches until a run stores them again; a rerun
-    whose day now changes nothing stores nothing; a new column creates the table again, with
-    it; switched off, the table goes."""
+    tell the old story), so those read the branches until a run stores them again, even when
+    the run stopped before its store; a rerun whose day now changes nothing stores nothing; a
+    day dropped and written again is no day stored before; a new column creates the table
+    again, with it; switched off, the table goes."""
     p = project
     d = [f"202509{n:02d}" for n in range(1, 6)]
     rows: dict[str, list[tuple]] = {
@@ -302,20 +303,38 @@ def test_stored_changes_follow_rewrites_schema_changes_and_switching_off(project
         assert expected.ordered(got) == expected.changes(full[prev], full[day], prev, day)
         return f"{p.schema}.s__changes" in p.rows("show create table {s}.chg")[0][0]
 
+    def stopped(day: str) -> None:
+        """The chain's run of `day`, stopped after its publish and view, before its store."""
+        monkeypatch.setenv("CHAINTABLE_FAILPOINT", "run.view")
+        p.dbt("run", "--select", "s", vars={"dt": day}, expect_ok=False)
+        monkeypatch.delenv("CHAINTABLE_FAILPOINT")
+
     source()
     p.model("chg", CHANGED)
     p.model("s", STORED.format(**state))
     p.dbt("run", "--select", "s", vars={"dt": d[0]})
     assert changes(d[1], d[0]) and changes(d[2], d[1])
-    # day 2 written again (key 3 appears, key 1 goes back), day 3 now changes key 3
+    # day 2 written again (key 3 appears, key 1 goes back), day 3 now changes key 3; the run
+    # stops after its publish, before its store: days 2 and 3 read the branches, not the
+    # stored rows their cumulative partitions (same stamps) would still match
     rows[d[1]], rows[d[2]] = [(1, "a", 2), (3, "c2", 2)], [(2, "b3", 3), (3, "c3", 3)]
     source()
-    assert changes(d[1], d[0])  # stored again by the rerun
-    assert not changes(d[2], d[1], run="")  # day 3's were voided: read from the branches
+    stopped(d[1])
+    assert not changes(d[2], d[1], run="") and not changes(d[1], d[0], run="")
+    assert changes(d[1], d[0])  # the rerun stores day 2's again and drops day 3's
+    assert not changes(d[2], d[1], run="")
     assert changes(d[2], d[1])  # day 3 run again: stored again
     rows[d[2]] = []  # day 3 written again without a change
     source()
     assert changes(d[2], d[1]) and p.rows("select count(*) from {s}.chg") == [(0,)]
+    # the newest day dropped, then written again: a new day whose cumulative partition has
+    # its old stamp; the changes stored before the drop are not read
+    p.run_op("drop_chain_partition", {"model": "s", "partition": {"dt": d[2]}, "branch": "delta"})
+    rows[d[2]] = [(1, "a3", 3)]
+    source()
+    stopped(d[2])
+    assert not changes(d[2], d[1], run="")
+    assert changes(d[2], d[1])
     # a new column: the table is created again, with it
     rows[d[3]] = [(2, "b4", 4, "x")]
     source()

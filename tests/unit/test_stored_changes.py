@@ -3,6 +3,7 @@ them, and the SQL of both. Their rows are checked on real Spark in
 tests/functional/test_history.py and tests/functional/test_cumulative_random.py."""
 
 import re
+from dataclasses import replace
 
 import pytest
 from test_history import COLS, TYPES, renderer, state
@@ -66,20 +67,23 @@ def test_a_write_in_place_voids_its_groups_stored_days_from_its_first_day_on():
     kept += [("US", d, "y.t") for d in ("20250802", "20250804")]
     # a new newest day of CN (and a new group) writes nothing in place
     assert stored.written_in_place(s, [("CN", "20250806"), ("EU", "20250801")]) == {}
-    assert stored.voided(s, [("CN", "20250806")], kept) == []
-    # CN's day 03 written again: CN's days 03 and 05, not 02, not US's
-    assert stored.written_in_place(s, [("CN", "20250803"), ("US", "20250809")]) == {
-        ("CN",): ("20250803",)
-    }
-    assert stored.voided(s, [("CN", "20250803")], kept) == [
+    # CN's day 03 written again (US's new day 09 is no write in place): CN from 03 on
+    first = stored.written_in_place(s, [("CN", "20250803"), ("US", "20250809")])
+    assert first == {("CN",): ("20250803",)}
+    void = stored.with_void(s, {}, first)
+    assert void == {"region=CN": "dt=20250803"}
+    assert [p for p in kept if stored.is_void(s, void, p)] == [
         ("CN", "20250803", "x.t"),
         ("CN", "20250805", "x.t"),
     ]
-    # a backfill of a day US never had, before its last day: from that day on
-    assert stored.voided(s, [("US", "20250803"), ("US", "20250802")], kept) == [
-        ("US", "20250802", "y.t"),
-        ("US", "20250804", "y.t"),
-    ]
+    # a later write keeps each group's earliest day: one entry a group
+    later = stored.with_void(s, void, {("CN",): ("20250805",), ("US",): ("20250804",)})
+    assert later == {"region=CN": "dt=20250803", "region=US": "dt=20250804"}
+    assert stored.with_void(s, later, {("CN",): ("20250802",)})["region=CN"] == "dt=20250802"
+    # a backfill of a day a group never had, before a day it has: void from that day on
+    gap = ChainState.build(GROUPED, [("US", "20250801")], [("US", "20250803")], {"dt": "string"})
+    assert stored.written_in_place(gap, [("US", "20250802")]) == {("US",): ("20250802",)}
+    assert stored.written_in_place(gap, [("US", "20250804")]) == {}
 
 
 def test_the_table_the_insert_and_the_read_of_stored_changes():
@@ -195,3 +199,39 @@ def test_unused_stored_partitions_are_the_voided_and_those_whose_cumulative_part
         ("CN", "20250804", "c.t1"),
         US5 + ("old.t0",),
     ]
+    # a store just added CN's day 05 again: the one before goes, whatever its stamp
+    fresh = CN5 + ("a.t2",)
+    assert stored.unused([*listed, fresh], cumulative, [], [fresh]) == [
+        CN5 + ("a.t1",),
+        US5 + ("old.t0",),
+    ]
+
+
+class Recorded:
+    """A catalog that records what a store sets and runs."""
+
+    def __init__(self):
+        self.props, self.sent = {}, []
+        self.runner = type("R", (), {"run": lambda _, sql: self.sent.append(sql)})()
+
+    def set_properties(self, relation, props):
+        self.props.update(props)
+
+
+def test_a_write_in_place_records_its_void_days_and_reads_skip_them():
+    catalog = Recorded()
+    store = stored.ChangesStore(catalog)
+    store.listed = lambda loaded: [CN5 + ("a.t",), US5 + ("b.t",)]  # type: ignore[method-assign]
+    on = {"chaintable.store-changes": "true", "chaintable.changes-columns": "d"}
+    loaded = _loaded(on)
+    loaded = replace(loaded, opts=replace(loaded.opts, store_changes=True))
+    assert store.stored(loaded) == {CN5 + ("a.t",), US5 + ("b.t",)}
+    # a new newest day: nothing recorded, nothing sent
+    assert store.before_write(loaded, [("CN", "20250806")]) is loaded
+    assert catalog.props == {} and catalog.sent == []
+    # CN's day 04 written again: CN is void from 04 on, US is not
+    after = store.before_write(loaded, [("CN", "20250804")])
+    assert catalog.props == {"chaintable.changes-void": '{"region=CN":"dt=20250804"}'}
+    assert store.stored(after) == {US5 + ("b.t",)}
+    # a chain without a t__changes record voids nothing
+    assert store.before_write(_loaded({}), [("CN", "20250804")]).props == _loaded({}).props

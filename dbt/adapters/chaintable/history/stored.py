@@ -6,10 +6,10 @@ previous published day) to D in t__changes, in a partition of its own: the group
 one delta of a group is D's reads that partition while the cumulative partition of the same
 stamp serves D and no write voided it. The stamp names D's inputs (its anchor, its deltas, the
 merge options): a day whose inputs change names gets another. A write in place (a day written
-again, a backfill before D, a snapshot over one) keeps the names, so before it publishes it
-voids the stored partitions of its groups from its first day on (`chaintable.changes-void`,
-read with the chain's properties: no file goes while a reader may read it), and the next store
-drops them. The state on P reads the same anchor and a subset of D's deltas, so neither state
+again, a backfill before D, a snapshot over one) keeps the names, and so does a day dropped and
+written again, so before it publishes (or drops) it voids its groups from their first day on
+(`chaintable.changes-void`, one entry a group, read with the chain's properties: no file goes
+while a reader may read it), and the next store drops the void partitions. The state on P reads the same anchor and a subset of D's deltas, so neither state
 changed since the store. Anything else reads the branches as before: the store only saves
 reads, never decides what a read returns.
 """
@@ -120,28 +120,45 @@ def written_in_place(state: ChainState, written: Sequence[Values]) -> dict[Value
     return first
 
 
-def voided(
-    state: ChainState, written: Sequence[Values], stored: Collection[Values]
-) -> list[Values]:
-    """The stored partitions (values + stored stamp) a write of `written` voids: of each group
-    it writes in place, every day from the first it writes on."""
-    first, key, lay = written_in_place(state, written), state.sort_key, state.layout
-    out = []
-    for part in stored:
-        g, c = lay.split(part[:-1])
-        if g in first and key(c) >= key(first[g]):
-            out.append(part)
-    return sorted(out)
+Void = dict[str, str]  # chaintable.changes-void: {group path: chain path of its first void day}
+
+
+def with_void(state: ChainState, void: Mapping[str, str], first: Mapping[Values, Values]) -> Void:
+    """`void` once the groups of `first` ({group: first day written in place}) are void from
+    that day on too (each group keeps its earliest day: one entry a group, whatever the days)."""
+    key, lay = state.sort_key, state.layout
+    out = dict(void)
+    for g, c in first.items():
+        path = lay.group_path(g)
+        if path not in out or key(c) < key(lay.parse_chain(out[path])):
+            out[path] = lay.chain_path(c)
+    return dict(sorted(out.items()))
+
+
+def is_void(state: ChainState, void: Mapping[str, str], part: Values) -> bool:
+    """Whether stored partition `part` (values + stored stamp) lies in a void range."""
+    lay = state.layout
+    g, c = lay.split(part[:-1])
+    first = void.get(lay.group_path(g))
+    return first is not None and state.sort_key(c) >= state.sort_key(lay.parse_chain(first))
 
 
 def unused(
-    listed: Collection[Values], cumulative: Collection[Values], void: Collection[Values]
+    listed: Collection[Values],
+    cumulative: Collection[Values],
+    void: Collection[Values],
+    added: Collection[Values] = (),
 ) -> list[Values]:
-    """The stored partitions (values + stored stamp) no read uses again: voided, or whose
-    cumulative partition (values + stamp) is gone (renamed inputs, its day compacted or
-    expired)."""
-    kept, gone = set(cumulative), set(void)
-    return sorted(p for p in listed if p in gone or p[:-1] + (p[-1].split(".")[0],) not in kept)
+    """The stored partitions (values + stored stamp) no read uses again: voided, a day that a
+    store `added` one for since, or whose cumulative partition (values + stamp) is gone
+    (renamed inputs, its day compacted or expired)."""
+    kept, gone, new = set(cumulative), set(void), {a[:-1] for a in added}
+    return sorted(
+        p
+        for p in listed
+        if p not in set(added)
+        and (p in gone or p[:-1] in new or p[:-1] + (p[-1].split(".")[0],) not in kept)
+    )
 
 
 # ---- SQL ----------------------------------------------------------------------------------
@@ -216,8 +233,8 @@ class ChangesStore:
         """t__changes's partitions no write voided, None when the chain stores none."""
         if not (loaded.opts.store_changes and loaded.props.get(P_CHANGES_COLUMNS)):
             return None
-        void = set(_void(loaded))
-        return {p for p in self.listed(loaded) if _path(loaded, p) not in void}
+        state, void = loaded.state(), _void(loaded)
+        return {p for p in self.listed(loaded) if not is_void(state, void, p)}
 
     def changes_sql(self, loaded: Loaded, plan: HistoryPlan, serving: Mapping[Values, str]) -> str:
         """chain_changes of `plan`: the groups whose changes are stored read from t__changes,
@@ -234,40 +251,42 @@ class ChangesStore:
         return "\nUNION ALL\n".join(f"SELECT * FROM ({p}) __sc{i}" for i, p in enumerate(parts))
 
     def before_write(self, loaded: Loaded, written: Sequence[Values]) -> Loaded:
-        """Before `written` (group + chain, any branch) is published: void the stored
-        partitions it changes the states of. A new newest day voids nothing and reads nothing."""
-        if not loaded.props.get(P_CHANGES_COLUMNS) or not written_in_place(loaded.state(), written):
+        """Before `written` (group + chain, any branch, or a partition about to be dropped)
+        changes the catalog: the groups it writes in place are void from their first day on
+        (chaintable.changes-void), read with the chain's properties. A new newest day voids
+        nothing and costs nothing."""
+        if not loaded.props.get(P_CHANGES_COLUMNS):
             return loaded
-        gone = voided(loaded.state(), written, self.listed(loaded))
-        if not gone:
+        state = loaded.state()
+        void = with_void(state, _void(loaded), written_in_place(state, written))
+        if void == _void(loaded):
             return loaded
-        paths = sorted(set(_void(loaded)) | {_path(loaded, p) for p in gone})
-        value = json.dumps(paths, separators=(",", ":"))
+        value = json.dumps(void, separators=(",", ":"))
         self.catalog.set_properties(loaded.tables.snapshot, {P_CHANGES_VOID: value})
         return loaded.with_props({P_CHANGES_VOID: value})
 
-    def after_write(self, loaded: Loaded, written: Sequence[Values]) -> None:
+    def after_write(
+        self, loaded: Loaded, written: Sequence[Values], check: Callable[[], None]
+    ) -> None:
         """Store the changes of the days `written` (delta partitions just published, their
         cumulative delta built) and drop what no read uses; drop the table when the chain
-        stores none. A failure leaves those days' changes read from the branches: the write
-        stays."""
-        if not loaded.opts.store_changes:
-            if loaded.props.get(P_CHANGES_COLUMNS):  # switched off: not kept
-                self._drop_table(loaded)
-            return
+        stores none. `check`: the writer's lease, checked before the void list is written.
+        A failure is a warning: the write stays, and chain_changes reads the branches where
+        nothing valid is stored."""
         clock = Stopwatch()
         try:
-            stored = self._store(loaded, written)
+            if not loaded.opts.store_changes:
+                if loaded.props.get(P_CHANGES_COLUMNS):  # switched off: not kept
+                    self._drop_table(loaded)
+                return
+            stored = self._store(loaded, written, check)
         except (DbtRuntimeError, ChainPlanError) as e:
-            logger.warning(
-                f"{loaded.tables.view}: storing the day's changes failed, chain_changes reads "
-                f"them from the branches: {e}"
-            )
+            logger.warning(f"{loaded.tables.view}: keeping the stored changes failed: {e}")
             return
         if stored:
             logger.info(f"{loaded.tables.view}: changes of {stored} partition(s) stored in {clock}")
 
-    def _store(self, loaded: Loaded, written: Sequence[Values]) -> int:
+    def _store(self, loaded: Loaded, written: Sequence[Values], check: Callable[[], None]) -> int:
         r, table, state = Renderer.of(loaded), str(changes_table(loaded.tables)), loaded.state()
         loaded = self._ensure_table(loaded, r)
         serving = served_days(loaded, [p for p in map(_plan_of(state), written) if p])
@@ -280,7 +299,7 @@ class ChangesStore:
             self.run(insert_sql(r, table, sql.changes(r, plan, read_serving), stamps))
             added += [g + day + (s,) for g, s in stamps.items()]
         self.run(add_empty_sql(r, table, added))
-        self._drop_garbage(loaded, table, set(added))
+        self._drop_garbage(loaded, table, added, check)
         return len(added)
 
     def _ensure_table(self, loaded: Loaded, r: Renderer) -> Loaded:
@@ -295,7 +314,7 @@ class ChangesStore:
             self.run(S.drop_table(str(changes_table(loaded.tables))))
         self.run(create_sql(r, str(changes_table(loaded.tables))))
         self.catalog.set_properties(loaded.tables.snapshot, {P_CHANGES_COLUMNS: digest})
-        return loaded.with_props({P_CHANGES_COLUMNS: digest, P_CHANGES_VOID: "[]"})
+        return loaded.with_props({P_CHANGES_COLUMNS: digest, P_CHANGES_VOID: "{}"})
 
     def _drop_table(self, loaded: Loaded) -> None:
         """Unrecorded first, so no new read uses it; dropped after the reader grace."""
@@ -304,26 +323,37 @@ class ChangesStore:
         self.catalog.changed()
         self.catalog.retire("stored changes", S.drop_table(str(changes_table(loaded.tables))))
 
-    def _drop_garbage(self, loaded: Loaded, table: str, added: set[Values]) -> None:
-        """The partitions no read uses again (unused), then the void list."""
-        void = set(_void(loaded))
-        listed = [p for p in self.listed(loaded) if p not in added]
-        voided_parts = [p for p in listed if _path(loaded, p) in void]
-        garbage = unused(listed, loaded.cumulative or (), voided_parts)
+    def _drop_garbage(
+        self, loaded: Loaded, table: str, added: Collection[Values], check: Callable[[], None]
+    ) -> None:
+        """Drop the partitions no read uses again (unused); then the void list keeps the groups
+        that still have a void partition (a drop that missed one), after `check` (the lease)."""
+        state, void = loaded.state(), _void(loaded)
+        listed = self.listed(loaded)
+        voided_parts = [p for p in listed if p not in set(added) and is_void(state, void, p)]
+        garbage = unused(listed, loaded.cumulative or (), voided_parts, added)
         cols = [*loaded.opts.partition_by, STAMP_COLUMN]
         self.catalog.retire("stored changes no read uses", S.drop_partitions(table, cols, garbage))
-        if void:
+        if not void:
+            return
+        left = {
+            loaded.layout.group_path(loaded.layout.split(p[:-1])[0])
+            for p in self.listed(loaded)
+            if p not in set(added) and is_void(state, void, p)
+        }
+        kept = {g: c for g, c in void.items() if g in left}
+        check()
+        if kept:
+            value = json.dumps(kept, separators=(",", ":"))
+            self.catalog.set_properties(loaded.tables.snapshot, {P_CHANGES_VOID: value})
+        else:
             self.run(S.unset_properties(str(loaded.tables.snapshot), [P_CHANGES_VOID]))
 
 
-def _void(loaded: Loaded) -> list[str]:
+def _void(loaded: Loaded) -> Void:
     raw = loaded.props.get(P_CHANGES_VOID)
-    return list(json.loads(raw)) if raw else []
-
-
-def _path(loaded: Loaded, part: Values) -> str:
-    """A t__changes partition (values + stored stamp) as chaintable.changes-void lists it."""
-    return f"{loaded.layout.path(part[:-1])}/{STAMP_COLUMN}={part[-1]}"
+    value = json.loads(raw) if raw else {}
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def _plan_of(state: ChainState) -> Callable[[Values], ReadPlan | None]:

@@ -85,6 +85,9 @@ class Maintenance:
             if error:
                 raise ChainPlanError(f"drop_chain_partition {relation} {label}: {error}")
         gone = {"snapshots" if branch == "snapshot" else "deltas": [values]}
+        # a day dropped, then written again, is a new day whose cumulative partition may get
+        # its old stamp: its stored changes go void with it
+        loaded = self.compactor.store.before_write(loaded, [values])
         self.views.refresh(loaded, state.without(**gone))
         self.catalog.retire(
             "the dropped partition",

@@ -203,7 +203,11 @@ class Finisher:
         if not stage_dropped:
             self.publisher.recovery.drop_scratch(tables)
         # the day is read through the view already: its stored changes only save later reads
-        self.store.after_write(loaded, plan.written if run.branch == "delta" else ())
+        self.store.after_write(
+            loaded,
+            plan.written if run.branch == "delta" else (),
+            lambda: self.publisher.lock.check_lease(str(tables.lock)),
+        )
         return loaded
 
     def maintain(self, run: ChainRun, loaded: Loaded) -> str:
