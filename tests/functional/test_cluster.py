@@ -225,20 +225,22 @@ def run(*a, **vars):
     res = dbtRunner().invoke(list(a) + args + ["--vars", json.dumps(vars)])
     if not res.success:
         raise SystemExit(f"dbt {a} failed: {res.exception}")
-run("run", dt="20250801")
-run("run", dt="20250802")
-run("run", dt="20250803")
-run("run-operation", "compact_chain", "--args", json.dumps({"model": "t", "partition": {"dt": "20250802"}}))
-run("run", dt="20250804")
-# the rows through the session dbt ran on (the cluster's driver): no dbt invocation of its own
-# for them
-from pyspark.sql import SparkSession
-spark = SparkSession.builder.getOrCreate()
-for r in spark.sql(
-    "select concat_ws('|', region, dt, cast(id as string), cast(amount as string), "
-    "coalesce(note, 'NULL')) from s.t where dt in ('20250803', '20250804') order by 1"
-).collect():
-    print("  ROW " + r[0])
+# dbt's multiprocessing context is 'spawn': a child it starts imports this script again
+if __name__ == "__main__":
+    run("run", dt="20250801")
+    run("run", dt="20250802")
+    run("run", dt="20250803")
+    run("run-operation", "compact_chain", "--args", json.dumps({"model": "t", "partition": {"dt": "20250802"}}))
+    run("run", dt="20250804")
+    # the rows through the session dbt ran on (the cluster's driver): no dbt invocation of its own
+    # for them
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.getOrCreate()
+    for r in spark.sql(
+        "select concat_ws('|', region, dt, cast(id as string), cast(amount as string), "
+        "coalesce(note, 'NULL')) from s.t where dt in ('20250803', '20250804') order by 1"
+    ).collect():
+        print("  ROW " + r[0])
 """
 
 

@@ -468,22 +468,24 @@ args = ["--project-dir", proj, "--profiles-dir", proj]
 def run(*a, **vars):
     res = dbtRunner().invoke(list(a) + args + ["--vars", json.dumps(vars)])
     return res.success
-if step == "crash":
-    if not (run("run", dt="20250801") and run("run", dt="20250802")):
-        sys.exit(1)
-    # day 2 differs now, so the rerun's effect is visible; its run is killed mid-publish
-    model = os.path.join(proj, "models", "t.sql")
-    with open(model) as f:
-        text = f.read().replace("'a2'", "'A2'").replace("'b2'", "'B2'")
-    with open(model, "w") as f:
-        f.write(text)
-    os.environ["CHAINTABLE_FAILPOINT"] = "publish.first:kill"
-    run("run", dt="20250802")
-    sys.exit(3)  # not reached: the failpoint SIGKILLs this process
-if step == "rerun":
-    ok = run("run", dt="20250802")
-    ok = ok and run("run-operation", "dump")
-    sys.exit(0 if ok else 1)
+# dbt's multiprocessing context is 'spawn': a child it starts imports this script again
+if __name__ == "__main__":
+    if step == "crash":
+        if not (run("run", dt="20250801") and run("run", dt="20250802")):
+            sys.exit(1)
+        # day 2 differs now, so the rerun's effect is visible; its run is killed mid-publish
+        model = os.path.join(proj, "models", "t.sql")
+        with open(model) as f:
+            text = f.read().replace("'a2'", "'A2'").replace("'b2'", "'B2'")
+        with open(model, "w") as f:
+            f.write(text)
+        os.environ["CHAINTABLE_FAILPOINT"] = "publish.first:kill"
+        run("run", dt="20250802")
+        sys.exit(3)  # not reached: the failpoint SIGKILLs this process
+    if step == "rerun":
+        ok = run("run", dt="20250802")
+        ok = ok and run("run-operation", "dump")
+        sys.exit(0 if ok else 1)
 """
 
 

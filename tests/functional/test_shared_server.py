@@ -256,27 +256,35 @@ CONNECT_DBT = """
 import json, os, sys, time
 from dbt.cli.main import dbtRunner
 
-proj, inbox, n = sys.argv[1], sys.argv[2], 0
-while True:
-    path = os.path.join(inbox, f"{n}.json")
-    while not os.path.exists(path):
-        time.sleep(0.05)
-    with open(path) as f:
-        argv = json.load(f)
-    if argv is None:
-        break
-    msgs = []
 
-    def collect(event):
-        msg = getattr(event.info, "msg", "")
-        if msg:
-            msgs.append(str(msg))
+def main(proj, inbox):
+    n = 0
+    while True:
+        path = os.path.join(inbox, f"{n}.json")
+        while not os.path.exists(path):
+            time.sleep(0.05)
+        with open(path) as f:
+            argv = json.load(f)
+        if argv is None:
+            return
+        msgs = []
 
-    res = dbtRunner(callbacks=[collect]).invoke(
-        argv + ["--project-dir", proj, "--profiles-dir", proj]
-    )
-    print("RESULT " + json.dumps({"ok": bool(res.success), "log": msgs}), flush=True)
-    n += 1
+        def collect(event):
+            msg = getattr(event.info, "msg", "")
+            if msg:
+                msgs.append(str(msg))
+
+        res = dbtRunner(callbacks=[collect]).invoke(
+            argv + ["--project-dir", proj, "--profiles-dir", proj]
+        )
+        print("RESULT " + json.dumps({"ok": bool(res.success), "log": msgs}), flush=True)
+        n += 1
+
+
+# dbt's multiprocessing context is 'spawn': a child it starts imports this script again, which
+# unguarded ran every command of the inbox a second time (30 s at the end of this test)
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
 """
 
 
