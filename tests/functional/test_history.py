@@ -274,7 +274,7 @@ def test_stored_changes_follow_rewrites_schema_changes_and_switching_off(project
     tell the old story), so those read the branches until a run stores them again, even when
     the run stopped before its store; a rerun whose day now changes nothing stores nothing; a
     day dropped and written again is no day stored before; a new column creates the table
-    again, with it; switched off, the table goes."""
+    again, with it; switched off, by a run or a full refresh, the table goes."""
     p = project
     d = [f"202509{n:02d}" for n in range(1, 6)]
     rows: dict[str, list[tuple]] = {
@@ -346,4 +346,11 @@ def test_stored_changes_follow_rewrites_schema_changes_and_switching_off(project
     source()
     state["on"] = "false"
     assert not changes(d[4], d[3])
+    assert p.rows("show tables in {s} like 's__changes'") == []
+    # on again, then a full refresh that switches it off: the table goes with the branches
+    state["on"] = "true"
+    assert changes(d[4], d[3])
+    state["on"] = "false"
+    p.model("s", STORED.format(**state))
+    p.dbt("run", "--select", "s", "--full-refresh", vars={"dt": d[0]})
     assert p.rows("show tables in {s} like 's__changes'") == []

@@ -12,7 +12,7 @@ from dataclasses import replace
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.chaintable.base import statements as S
-from dbt.adapters.chaintable.base.keys import P_BRANCH
+from dbt.adapters.chaintable.base.keys import P_BRANCH, P_CHANGES_COLUMNS
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import is_string_type
 from dbt.adapters.chaintable.base.runner import logger
@@ -21,6 +21,7 @@ from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded, listed
 from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator, Prebuilt
 from dbt.adapters.chaintable.cumulative.plan import Build
+from dbt.adapters.chaintable.history.stored import changes_table
 from dbt.adapters.chaintable.run import checks
 from dbt.adapters.chaintable.run import stage as stage_sql
 from dbt.adapters.chaintable.run.changes import ChangeSet, change_set, full_refresh_reason
@@ -96,6 +97,7 @@ class RunPlanner:
         else:
             staged, lowest = self.check_stage(run, stage, stage_cols)
         added_at = None
+        old = None
         if run.full_refresh and run.exists:
             old = cat.load(tables.view)
             logger.info(
@@ -103,7 +105,7 @@ class RunPlanner:
                 f"and {len(old.deltas)} delta partitions"
             )
         if not run.publishes:
-            loaded = self._create_branches(run, stage_cols)
+            loaded = self._create_branches(run, stage_cols, old)
         else:
             stored_cols = cat.describe(tables.snapshot)
             changes = self._changes(run, stage, stage_cols, stored, stored_cols, deferred)
@@ -275,13 +277,18 @@ class RunPlanner:
             )
         return replace(plan, loaded=loaded), prebuilt
 
-    def _create_branches(self, run: ChainRun, stage_cols: Columns) -> Loaded:
+    def _create_branches(
+        self, run: ChainRun, stage_cols: Columns, old: Loaded | None = None
+    ) -> Loaded:
         """A first run or full refresh: the chain's tables dropped and its branches created
-        with the model's columns; returns the new catalog."""
+        with the model's columns; returns the new catalog. `old`: the chain a full refresh
+        replaces (its stored changes go too: their record goes with the branches)."""
         tables, props = run.tables, run.opts.to_properties()
         self.run(S.drop_view(str(tables.view)))
         for rel in (tables.snapshot, tables.delta, tables.cmap, tables.cumulative):
             self.run(S.drop_table(str(rel)))
+        if old is not None and old.props.get(P_CHANGES_COLUMNS):
+            self.run(S.drop_table(str(changes_table(tables))))
         ordered = table_order(stage_cols, run.opts)
         for branch in ("snapshot", "delta"):
             self.run(create_sql(run, tables.branch(branch), ordered, {**props, P_BRANCH: branch}))
