@@ -66,7 +66,7 @@ class Chain:
         )
         self.expirer = Expirer(self.catalog, self.publisher, self.views)
         self.maintenance = Maintenance(
-            self.catalog, self.publisher, self.views, self.compactor, self.expirer
+            self.catalog, self.publisher, self.views, self.compactor, self.expirer, store
         )
         finisher = Finisher(
             self.catalog,

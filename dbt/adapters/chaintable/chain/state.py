@@ -111,6 +111,10 @@ class ChainState:
     def delta_chains(self) -> dict[Values, list[Values]]:
         return self._by_group(self.deltas)
 
+    def chains(self) -> dict[Values, list[Values]]:
+        """Each group's published days (either branch), in chain order."""
+        return self._by_group(self.snapshots | self.deltas)
+
     @cached_property
     def sorted_chains(self) -> tuple[dict[Values, tuple[list[Any], tuple[Values, ...]]], ...]:
         """(snapshots, deltas): {group: (sort keys, chain values)} in chain order, built once per

@@ -39,7 +39,7 @@ from dbt.adapters.chaintable.chain.catalog import (
     name_of,
 )
 from dbt.adapters.chaintable.chain.lineage import compacted_of
-from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
+from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.cumulative.plan import served_days
 from dbt.adapters.chaintable.history import sql
 from dbt.adapters.chaintable.history.plan import HistoryPlan, plan_history
@@ -65,17 +65,13 @@ def targets(
     """{(day before, day): groups} of the delta partitions `written` whose day the cumulative
     delta serves (`serving`: group + chain -> stamp) and whose group has a published day
     before it."""
-    key, lay = state.sort_key, state.layout
-    days: dict[Values, list[Values]] = {}
-    for part in state.snapshots | state.deltas:
-        g, c = lay.split(part)
-        days.setdefault(g, []).append(c)
+    key, days = state.sort_key, state.chains()
     out: dict[tuple[Values, Values], list[Values]] = {}
     for part in sorted(set(written)):
-        group, day = lay.split(part)
+        group, day = state.layout.split(part)
         before = [c for c in days.get(group, []) if key(c) < key(day)]
         if part in serving and before:
-            out.setdefault((max(before, key=key), day), []).append(group)
+            out.setdefault((before[-1], day), []).append(group)
     return out
 
 
@@ -91,7 +87,7 @@ def stored_groups(
     to = plan.days[-1]
     found: dict[tuple[Values, str], list[str]] = {}
     for part in stored:
-        found.setdefault((part[:-1], part[-1].split(".")[0]), []).append(part[-1])
+        found.setdefault((part[:-1], cumulative_stamp(part[-1])), []).append(part[-1])
     incremental = set(plan.incremental)
     out = {}
     for seg in plan.segments:
@@ -103,18 +99,20 @@ def stored_groups(
     return out
 
 
+def cumulative_stamp(stored: str) -> str:
+    """The stamp of the cumulative partition a stored partition's stamp (`<stamp>.<token>`)
+    was stored under."""
+    return stored.split(".")[0]
+
+
 def written_in_place(state: ChainState, written: Sequence[Values]) -> dict[Values, Values]:
     """{group: first day written} of the groups `written` (group + chain, any branch) writes
     in place: a day the group has, or one before a day it has. A new newest day is none."""
-    key, lay = state.sort_key, state.layout
-    last: dict[Values, Values] = {}
-    for part in state.snapshots | state.deltas:
-        g, c = lay.split(part)
-        if g not in last or key(c) > key(last[g]):
-            last[g] = c
+    key = state.sort_key
+    last = {g: days[-1] for g, days in state.chains().items()}
     first: dict[Values, Values] = {}
     for part in written:
-        g, c = lay.split(part)
+        g, c = state.layout.split(part)
         if g in last and key(c) <= key(last[g]) and (g not in first or key(c) < key(first[g])):
             first[g] = c
     return first
@@ -152,12 +150,13 @@ def unused(
     """The stored partitions (values + stored stamp) no read uses again: voided, a day that a
     store `added` one for since, or whose cumulative partition (values + stamp) is gone
     (renamed inputs, its day compacted or expired)."""
-    kept, gone, new = set(cumulative), set(void), {a[:-1] for a in added}
+    kept, gone, fresh = set(cumulative), set(void), set(added)
+    new = {a[:-1] for a in fresh}
     return sorted(
         p
         for p in listed
-        if p not in set(added)
-        and (p in gone or p[:-1] in new or p[:-1] + (p[-1].split(".")[0],) not in kept)
+        if p not in fresh
+        and (p in gone or p[:-1] in new or p[:-1] + (cumulative_stamp(p[-1]),) not in kept)
     )
 
 
@@ -257,9 +256,9 @@ class ChangesStore:
         nothing and costs nothing."""
         if not loaded.props.get(P_CHANGES_COLUMNS):
             return loaded
-        state = loaded.state()
-        void = with_void(state, _void(loaded), written_in_place(state, written))
-        if void == _void(loaded):
+        state, before = loaded.state(), _void(loaded)
+        void = with_void(state, before, written_in_place(state, written))
+        if void == before:
             return loaded
         value = json.dumps(void, separators=(",", ":"))
         self.catalog.set_properties(loaded.tables.snapshot, {P_CHANGES_VOID: value})
@@ -289,7 +288,8 @@ class ChangesStore:
     def _store(self, loaded: Loaded, written: Sequence[Values], check: Callable[[], None]) -> int:
         r, table, state = Renderer.of(loaded), str(changes_table(loaded.tables)), loaded.state()
         loaded = self._ensure_table(loaded, r)
-        serving = served_days(loaded, [p for p in map(_plan_of(state), written) if p])
+        plans = (state.plan_read(*state.layout.split(part)) for part in written)
+        serving = served_days(loaded, [p for p in plans if p is not None])
         token = uuid.uuid4().hex[:8]  # every store writes partitions no other store had
         added: list[Values] = []
         for (before, day), groups in sorted(targets(state, written, serving).items()):
@@ -354,14 +354,6 @@ def _void(loaded: Loaded) -> Void:
     raw = loaded.props.get(P_CHANGES_VOID)
     value = json.loads(raw) if raw else {}
     return dict(value) if isinstance(value, dict) else {}
-
-
-def _plan_of(state: ChainState) -> Callable[[Values], ReadPlan | None]:
-    def plan(part: Values) -> ReadPlan | None:
-        group, chain = state.layout.split(part)
-        return state.plan_read(group, chain)
-
-    return plan
 
 
 def _plan(loaded: Loaded, state: ChainState, before: Values, day: Values) -> HistoryPlan:

@@ -17,6 +17,7 @@ from dbt.adapters.chaintable.compaction.compactor import Compactor
 from dbt.adapters.chaintable.cumulative.plan import served_days
 from dbt.adapters.chaintable.expiration.expirer import Expirer, parse_now
 from dbt.adapters.chaintable.expiration.plan import check_snapshot_drop
+from dbt.adapters.chaintable.history.stored import ChangesStore
 from dbt.adapters.chaintable.operations.status import render as render_status
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
@@ -31,9 +32,10 @@ class Maintenance:
         views: ViewWriter,
         compactor: Compactor,
         expirer: Expirer,
+        store: ChangesStore,
     ):
         self.catalog, self.publisher, self.views = catalog, publisher, views
-        self.compactor, self.expirer = compactor, expirer
+        self.compactor, self.expirer, self.store = compactor, expirer, store
 
     # ---- reads --------------------------------------------------------------------------------
     def read_sql(self, relation: BaseRelation, partition: Any) -> str:
@@ -87,7 +89,7 @@ class Maintenance:
         gone = {"snapshots" if branch == "snapshot" else "deltas": [values]}
         # a day dropped, then written again, is a new day whose cumulative partition may get
         # its old stamp: its stored changes go void with it
-        loaded = self.compactor.store.before_write(loaded, [values])
+        loaded = self.store.before_write(loaded, [values])
         self.views.refresh(loaded, state.without(**gone))
         self.catalog.retire(
             "the dropped partition",
