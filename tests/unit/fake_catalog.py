@@ -21,6 +21,10 @@ from dbt_common.exceptions import DbtRuntimeError
 WAREHOUSE = "file:/warehouse"
 
 
+# TABLE_PARAMS.PARAM_VALUE's length in the metastore's schema (Derby and PostgreSQL alike)
+METASTORE_VALUE_LIMIT = 32_672
+
+
 @dataclass
 class FakeTable:
     columns: list[tuple[str, str]] = field(default_factory=list)
@@ -207,7 +211,10 @@ class FakeConnections:
     @staticmethod
     def _set_props(table: FakeTable, body: str) -> None:
         for k, v in re.findall(r"'((?:[^'\\]|\\.)*)' = '((?:[^'\\]|\\.)*)'", body):
-            table.props[k] = v.replace("\\'", "'").replace("\\\\", "\\")
+            value = v.replace("\\'", "'").replace("\\\\", "\\")
+            if len(value) > METASTORE_VALUE_LIMIT:  # as the metastore refuses it
+                raise RuntimeError(f"property {k}: {len(value)} characters, over the limit")
+            table.props[k] = value
 
 
 def fake_adapter(connections: FakeConnections, adapter_cls: type | None = None) -> Any:

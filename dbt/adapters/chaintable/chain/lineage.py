@@ -20,7 +20,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dbt.adapters.chaintable.base.keys import P_COMPACTED, P_SNAPSHOT_GENERATIONS
+from dbt.adapters.chaintable.base import generations
+from dbt.adapters.chaintable.base.keys import P_COMPACTED
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Loaded
@@ -62,9 +63,9 @@ def _entry(
     lay = state.layout
     anchor = lay.path(plan.group + plan.anchor) if plan.anchor is not None else ""
     return [
-        tokens.get(lay.path(plan.group + plan.chain)),
+        generations.token_of(tokens, lay.path(plan.group + plan.chain)),
         anchor,
-        tokens.get(anchor) if anchor else None,
+        generations.token_of(tokens, anchor) if anchor else None,
         _digest(state, plan, columns),
     ]
 
@@ -157,7 +158,7 @@ def entries_of(props: Mapping[str, str]) -> dict[str, Any]:
 
 def compacted_of(loaded: Loaded) -> dict[Values, Values | None]:
     """`compacted` of a chain as the catalog gave it (t__snapshot's properties)."""
-    tokens = json.loads(loaded.props.get(P_SNAPSHOT_GENERATIONS) or "{}")
+    tokens = generations.tokens_of(loaded.props)
     return compacted(
         loaded.state(), entries_of(loaded.props), tokens, loaded.stale(), loaded.column_names
     )

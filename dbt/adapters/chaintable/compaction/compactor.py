@@ -10,9 +10,9 @@ from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 
-from dbt.adapters.chaintable.base import versions
+from dbt.adapters.chaintable.base import generations, versions
 from dbt.adapters.chaintable.base.failpoints import failpoint
-from dbt.adapters.chaintable.base.keys import P_COMPACTED, P_SNAPSHOT_GENERATIONS
+from dbt.adapters.chaintable.base.keys import P_COMPACTED
 from dbt.adapters.chaintable.base.partitions import (
     ChainPlanError,
     Values,
@@ -205,7 +205,7 @@ class Compactor:
         properties it left): after the publish, so a crash before leaves no record and the
         partition counts as a full write."""
         snapshot = published.tables.snapshot
-        tokens = json.loads(props.get(P_SNAPSHOT_GENERATIONS) or "{}")
+        tokens = generations.tokens_of(props)
         entries = lineage.entries_of(props)
         recorded = lineage.record(
             published.state(), entries, writes, tokens, published.column_names

@@ -11,8 +11,9 @@ from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.chaintable.base import generations
 from dbt.adapters.chaintable.base.failpoints import failpoint
-from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE, P_SNAPSHOT_GENERATIONS
+from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
@@ -308,18 +309,16 @@ class Accumulator:
         # read now, not from `loaded`: a publish of this run may have given new tokens since;
         # and before any scan, so that an entry names the token its rows were scanned under
         props = self.catalog.properties(snapshot)
-        raw, tokens_raw = props.get(P_ANCHOR_SEQUENCE), props.get(P_SNAPSHOT_GENERATIONS)
-        recorded: dict[str, Any] = json.loads(raw) if raw else {}
-        tokens: dict[str, str] = json.loads(tokens_raw) if tokens_raw else {}
+        recorded: dict[str, Any] = json.loads(props.get(P_ANCHOR_SEQUENCE) or "{}")
+        tokens = generations.tokens_of(props)
         field = f"{loaded.opts.sequence_field}:{kind}"
+
+        def token(part: Values) -> str | None:
+            return generations.token_of(tokens, lay.path(part))
 
         def current(part: Values) -> bool:
             entry = recorded.get(lay.path(part))
-            return (
-                isinstance(entry, list)
-                and len(entry) == 3
-                and entry[:2] == [tokens.get(lay.path(part)), field]
-            )
+            return isinstance(entry, list) and len(entry) == 3 and entry[:2] == [token(part), field]
 
         missing = [a for a in anchors if not current(a)]
         if missing:
@@ -330,12 +329,13 @@ class Accumulator:
             else:  # what the scan of `missing` alone would have given
                 highest = {a: scanned[a] for a in missing if a in scanned}
             for part in missing:
-                if part in highest:
-                    recorded[lay.path(part)] = [tokens.get(lay.path(part)), field, highest[part]]
+                if part in highest:  # under the token the scan began with
+                    recorded[lay.path(part)] = [token(part), field, highest[part]]
             present = {lay.path(p) for p in loaded.snapshots}
-            recorded = {k: v for k, v in sorted(recorded.items()) if k in present}
+            recorded = {k: v for k, v in recorded.items() if k in present}
+            recorded = generations.current_entries(recorded, tokens)
             if recorded != before:
-                value = json.dumps(recorded, separators=(",", ":"))
+                value = generations.dumps(recorded)
                 self.catalog.set_properties(snapshot, {P_ANCHOR_SEQUENCE: value})
                 loaded = loaded.with_props({P_ANCHOR_SEQUENCE: value})
         return loaded, {a: recorded[lay.path(a)][2] if current(a) else None for a in anchors}

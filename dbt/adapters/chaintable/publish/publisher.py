@@ -11,8 +11,8 @@ from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 
+from dbt.adapters.chaintable.base import generations, versions
 from dbt.adapters.chaintable.base import statements as S
-from dbt.adapters.chaintable.base import versions
 from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE, P_SNAPSHOT_GENERATIONS
 from dbt.adapters.chaintable.base.partitions import (
@@ -100,24 +100,23 @@ class Publisher:
         P_SNAPSHOT_GENERATIONS, so that what a build recorded about their old rows (the anchors'
         highest sequence, P_ANCHOR_SEQUENCE) no longer counts, even if a writer whose lease ran
         out writes its record afterwards. First: a crash between the two only makes the next
-        build scan a partition again. The tokens and entries of partitions gone are dropped
-        together (one write), so that no entry of old rows can match a token again. Returns
-        the table's properties after that write ({} for the delta branch)."""
+        build scan a partition again. The tokens, bounded (base/generations.py), and the entries
+        still made under them are written together (one write), so that no entry of old rows
+        can match a token again. Returns the table's properties after that write ({} for the
+        delta branch)."""
         if str(ChainTables.of_branch(target).snapshot) != str(target):
             return {}
         props = self.catalog.properties(target)
-        tokens: dict[str, str] = json.loads(props.get(P_SNAPSHOT_GENERATIONS) or "{}")
+        tokens = generations.tokens_of(props)
         entries: dict[str, Any] = json.loads(props.get(P_ANCHOR_SEQUENCE) or "{}")
         written = {format_partition(partition_by, p) for p in parts}
         kept = {format_partition(partition_by, p) for p in existing} - written
         token = versions.new_run_id()
-        tokens = {**{k: v for k, v in tokens.items() if k in kept}, **dict.fromkeys(written, token)}
-        update = {
-            P_SNAPSHOT_GENERATIONS: json.dumps(dict(sorted(tokens.items())), separators=(",", ":"))
-        }
-        if any(k not in kept for k in entries):
-            kept_entries = {k: v for k, v in entries.items() if k in kept}
-            update[P_ANCHOR_SEQUENCE] = json.dumps(kept_entries, separators=(",", ":"))
+        tokens = generations.renewed(tokens, kept, written, token, versions.new_run_id)
+        update = {P_SNAPSHOT_GENERATIONS: generations.dumps(tokens)}
+        current = generations.current_entries(entries, tokens)
+        if current != entries:
+            update[P_ANCHOR_SEQUENCE] = generations.dumps(current)
         self.catalog.set_properties(target, update)
         return {**props, **update}
 
