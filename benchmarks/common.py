@@ -112,6 +112,25 @@ def jvm_counters(spark) -> dict[str, float]:
     }
 
 
+def executor_seconds(spark, after_stage: int = -1) -> tuple[int, float, float]:
+    """(the last stage id, executor run seconds, executor CPU seconds) summed over the stages
+    after `after_stage` that Spark's status store holds: the compute a query costs on a
+    cluster, where the driver's catalog round trips cost next to none."""
+    sc = spark.sparkContext
+    gw = sc._gateway
+    no_quantiles = gw.new_array(gw.jvm.double, 0)
+    stages = sc._jsc.sc().statusStore().stageList(None, False, False, no_quantiles, None)
+    last, run_ms, cpu_ns = after_stage, 0, 0
+    it = stages.iterator()
+    while it.hasNext():
+        d = it.next()
+        if d.stageId() > after_stage:
+            last = max(last, d.stageId())
+            run_ms += d.executorRunTime()
+            cpu_ns += d.executorCpuTime()
+    return last, run_ms / 1e3, cpu_ns / 1e9
+
+
 class Dbt:
     """Runs dbt commands in this process and records the wall time and every SQL statement
     (and, given the SparkSession, the JVM's compile and GC seconds during each invocation)."""
@@ -160,11 +179,17 @@ class Dbt:
     def invoke(self, *args: str, vars: dict[str, Any] | None = None) -> dict[str, Any]:
         """A timed invocation: its wall time and the SQL statements it ran."""
         before = jvm_counters(self.spark) if self.spark is not None else None
-        _, wall, t0 = self._runner(*args, vars=vars)
+        stage = executor_seconds(self.spark)[0] if self.spark is not None else -1
+        res, wall, t0 = self._runner(*args, vars=vars)
         out: dict[str, Any] = {"wall_s": wall, "statements": self.profile(t0 + wall)}
+        # dbt's own timing of the selected nodes (what each costs inside a larger `dbt run`)
+        out["node_s"] = sum(
+            getattr(r, "execution_time", 0.0) for r in getattr(res.result, "results", None) or []
+        )
         if before is not None:
             after = jvm_counters(self.spark)
             out["jvm"] = {k: after[k] - before[k] for k in before}
+            _, out["executor_s"], out["executor_cpu_s"] = executor_seconds(self.spark, stage)
         return out
 
     def compile_inline(self, sql: str) -> str:

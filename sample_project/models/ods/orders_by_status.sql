@@ -6,11 +6,18 @@
 {{ config(materialized='incremental', incremental_strategy='insert_overwrite',
           partition_by=['dt'], file_format='parquet') }}
 {%- set dt = var('dt') -%}
-{%- set prev = none -%}
+{#- the latest day this model holds before dt, from the catalog's partition list (a query
+     of max(dt) would read the table's files) -#}
+{%- set found = namespace(prev=none) -%}
 {%- if is_incremental() -%}
-  {%- set prev = run_query("select max(dt) from " ~ this ~ " where dt < '" ~ dt ~ "'")
-                   .columns[0].values()[0] -%}
+  {%- for row in run_query("show partitions " ~ this) -%}
+    {%- set day = row[0].split('=', 1)[1] -%}
+    {%- if day < dt and (found.prev is none or day > found.prev) -%}
+      {%- set found.prev = day -%}
+    {%- endif -%}
+  {%- endfor -%}
 {%- endif -%}
+{%- set prev = found.prev -%}
 {%- if prev is none %}
 select status, count(*) as orders, cast(sum(amount) as decimal(22, 2)) as amount, '{{ dt }}' as dt
 from {{ ref('ods_orders') }}
