@@ -8,7 +8,7 @@ with the snapshot partitions for good, and a metastore refuses a property value 
 characters (TABLE_PARAMS.PARAM_VALUE in the metastore's own schema, Derby's and PostgreSQL's
 alike): a chain compacted daily would stop publishing after about 600 days. So the map keeps the
 partitions published last, within BUDGET characters, and every partition without a token of
-its own has the floor's (FLOOR): a fresh token each time partitions lose theirs. A token never
+its own has the floor's (FLOOR): a fresh token each time the budget prunes. A token never
 comes back once it is gone, so a record made under a floor counts only until the next pruning,
 and a partition written again always gets a token of its own. A partition with neither (a
 chain from before these tokens) has None, as it always had.
@@ -83,13 +83,13 @@ def current_entries(
     """The entries ({partition path: [the token it was made under, ...]}) still made under
     their partition's token (token_of), those of the newest tokens first, within `budget`
     characters: an entry of another token never counts again (tokens never come back)."""
-    valid = [
-        (v[0] or "", path, v)
+    valid = [  # those under a partition's own token first: the floor's are older
+        (path in tokens, v[0] or "", path, v)
         for path, v in entries.items()
         if isinstance(v, list) and v and v[0] == token_of(tokens, path)
     ]
     out, size = {}, 1  # the braces, less the comma the first entry counts
-    for _, path, value in sorted(valid, reverse=True):
+    for _, _, path, value in sorted(valid, reverse=True):
         size += _size(path, value) - 1  # and a comma
         if size > budget:
             break

@@ -321,6 +321,7 @@ class Accumulator:
             return isinstance(entry, list) and len(entry) == 3 and entry[:2] == [token(part), field]
 
         missing = [a for a in anchors if not current(a)]
+        known = {a: recorded[lay.path(a)][2] for a in anchors if current(a)}  # past the budget
         if missing:
             before = dict(recorded)
             if scanned is None:
@@ -338,4 +339,4 @@ class Accumulator:
                 value = generations.dumps(recorded)
                 self.catalog.set_properties(snapshot, {P_ANCHOR_SEQUENCE: value})
                 loaded = loaded.with_props({P_ANCHOR_SEQUENCE: value})
-        return loaded, {a: recorded[lay.path(a)][2] if current(a) else None for a in anchors}
+        return loaded, {a: known[a] if a in known else highest.get(a) for a in anchors}

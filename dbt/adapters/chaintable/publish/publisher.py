@@ -114,7 +114,7 @@ class Publisher:
         token = versions.new_run_id()
         tokens = generations.renewed(tokens, kept, written, token, versions.new_run_id)
         update = {P_SNAPSHOT_GENERATIONS: generations.dumps(tokens)}
-        current = generations.current_entries(entries, tokens)
+        current = generations.current_entries({k: entries[k] for k in kept & set(entries)}, tokens)
         if current != entries:
             update[P_ANCHOR_SEQUENCE] = generations.dumps(current)
         self.catalog.set_properties(target, update)
