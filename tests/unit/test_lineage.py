@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from test_view_layout import GROUPED  # region + dt
 
+from dbt.adapters.chaintable.base import generations
 from dbt.adapters.chaintable.chain import lineage
 from dbt.adapters.chaintable.chain.state import ChainState
 
@@ -104,7 +105,7 @@ def test_the_newest_compactions_are_kept_per_group_and_in_the_budget(monkeypatch
         f"region={g}/dt={d}" for g in groups for d in days[-lineage.PER_GROUP :]
     )
     one = len(json.dumps({"region=CN/dt=20250809": entries["region=CN/dt=20250809"]}))
-    monkeypatch.setattr(lineage, "BUDGET", 2 + 5 * one)  # five entries' worth
+    monkeypatch.setattr(generations, "BUDGET", 2 + 5 * one)  # five entries' worth
     entries = lineage.record(state, entries, [], {}, COLS)
     # the newest five: the three groups' newest day, then two of the day before (ties go to
     # the later path)

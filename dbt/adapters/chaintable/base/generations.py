@@ -17,7 +17,7 @@ chain from before these tokens) has None, as it always had.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from dbt.adapters.chaintable.base.keys import P_SNAPSHOT_GENERATIONS
@@ -43,8 +43,20 @@ def dumps(record: Mapping[str, Any]) -> str:
     return json.dumps(dict(sorted(record.items())), separators=(",", ":"))
 
 
-def _size(path: str, value: Any) -> int:
-    return len(json.dumps({path: value}, separators=(",", ":")))  # with its comma
+def fitted(
+    ranked: Iterable[tuple[str, Any]], budget: int = BUDGET, first: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """`first`, then the (key, value) pairs of `ranked` in order, as many as fit in `budget`
+    characters of dumps()."""
+    out = dict(first or {})
+    # each entry below counts a comma before it, but the first into an empty one has none
+    size = len(dumps(out)) - (not out)
+    for key, value in ranked:
+        size += len(json.dumps({key: value}, separators=(",", ":"))) - 1
+        if size > budget:
+            break
+        out[key] = value
+    return out
 
 
 def renewed(
@@ -67,14 +79,8 @@ def renewed(
         out[FLOOR] = tokens[FLOOR]
     if len(dumps(out)) <= budget:
         return out
-    fresh = floor()
-    fitted, size = {FLOOR: fresh}, _size(FLOOR, fresh)
-    for path, value in sorted(own.items(), key=lambda kv: (kv[1], kv[0]), reverse=True):
-        size += _size(path, value) - 1
-        if size > budget:
-            break
-        fitted[path] = value
-    return fitted
+    newest = sorted(own.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    return fitted(newest, budget, {FLOOR: floor()})
 
 
 def current_entries(
@@ -88,10 +94,5 @@ def current_entries(
         for path, v in entries.items()
         if isinstance(v, list) and v and v[0] == token_of(tokens, path)
     ]
-    out, size = {}, 1  # the braces, less the comma the first entry counts
-    for _, _, path, value in sorted(valid, reverse=True):
-        size += _size(path, value) - 1  # and a comma
-        if size > budget:
-            break
-        out[path] = value
-    return dict(sorted(out.items()))
+    kept = fitted(((path, v) for _, _, path, v in sorted(valid, reverse=True)), budget)
+    return dict(sorted(kept.items()))

@@ -71,12 +71,10 @@ def _entry(
 
 
 # The entries kept: the newest compactions of each group (PER_GROUP), then of all groups as
-# many as fit in BUDGET characters. The value's hex mirror (base/properties.py, a value Spark
-# would redact) is twice as long, and Derby's metastore refuses a property value over 32,672
-# characters (the length of its longest VARCHAR, as for a view: README). A compaction without
-# an entry counts as a full write: a range across it compares that group's days in full.
+# many as fit in generations.BUDGET characters (a metastore's limit on a property value). A
+# compaction without an entry counts as a full write: a range across it compares that group's
+# days in full.
 PER_GROUP = 4
-BUDGET = 15_000
 
 
 def record(
@@ -88,7 +86,7 @@ def record(
 ) -> dict[str, Any]:
     """The entries once the snapshot partitions of `writes` (the compaction's read plans) are
     published (`state`, `tokens`: after the publish): theirs set, those of partitions no longer
-    in the snapshot branch dropped, the newest kept (PER_GROUP, BUDGET)."""
+    in the snapshot branch dropped, the newest kept (PER_GROUP, generations.BUDGET)."""
     lay = state.layout
     out = {k: v for k, v in entries.items() if lay.parse(k) in state.snapshots}
     for plan in writes:
@@ -98,13 +96,9 @@ def record(
         group, chain = lay.split(lay.parse(path))
         by_group.setdefault(group, []).append((state.sort_key(chain), path))
     newest = [kp for kps in by_group.values() for kp in sorted(kps, reverse=True)[:PER_GROUP]]
-    kept, size = set(), 2  # the braces
-    for _, path in sorted(newest, reverse=True):
-        size += len(json.dumps({path: out[path]}, separators=(",", ":")))  # and a comma
-        if size > BUDGET:
-            break
-        kept.add(path)
-    return {k: v for k, v in sorted(out.items()) if k in kept}
+    ranked = ((path, out[path]) for _, path in sorted(newest, reverse=True))
+    kept = generations.fitted(ranked, generations.BUDGET)
+    return dict(sorted(kept.items()))
 
 
 def voided_by_deltas(

@@ -320,8 +320,8 @@ class Accumulator:
             entry = recorded.get(lay.path(part))
             return isinstance(entry, list) and len(entry) == 3 and entry[:2] == [token(part), field]
 
-        missing = [a for a in anchors if not current(a)]
         known = {a: recorded[lay.path(a)][2] for a in anchors if current(a)}  # past the budget
+        missing = [a for a in anchors if a not in known]
         if missing:
             before = dict(recorded)
             if scanned is None:
