@@ -17,6 +17,7 @@ are the rerun's on-run-end hook."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -41,10 +42,13 @@ from threads_project import (
 from dbt.adapters.chaintable.chain.catalog import READER_GRACE_ENV
 from dbt.adapters.chaintable.publish.safety import HOST_ENV
 
+# the crashed writer's lease (s): a process on pod-b reaches k (35 s of dbt's parse and session
+# start on a slow machine, 53 s after the crash) before it runs out, and the takeover after it
+LEASE = 75
 CHAIN = """
 {{{{ config(materialized='chain_incremental', partition_by=['dt'], primary_key=['id', 'dt'],
           partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',
-          partition_expiration_time='3650 d', chain_lock_lease='45 s') }}}}
+          partition_expiration_time='3650 d', chain_lock_lease='{LEASE} s') }}}}
 select id, concat(cast(id as string), '-', dt, '{{{{ var("tag", "") }}}}') as v, dt
 from values {rows} as s(id, dt) where dt = '{{{{ var("dt") }}}}'
 """
@@ -126,7 +130,7 @@ class Dbt:
         (root / "models").mkdir(parents=True)
         rows = ", ".join(f"({k}, '{d}')" for d in KEYS for k in KEYS[d])
         for model in ("t", "u", "k"):
-            (root / "models" / f"{model}.sql").write_text(CHAIN.format(rows=rows))
+            (root / "models" / f"{model}.sql").write_text(CHAIN.format(rows=rows, LEASE=LEASE))
         write_models(root / "models" / "threads", SERVER_CHAINS)  # to the schema <schema>_t4
         (root / "dbt_project.yml").write_text(
             "name: ms\nversion: '1.0'\nconfig-version: 2\nprofile: ms\nmodel-paths: [models]\n"
@@ -200,7 +204,7 @@ def kill_k(dbt: Dbt) -> float:
 def write_t_twice(dbt: Dbt, h: History, release: Path) -> None:
     """Two writers of t at once: whoever takes the lock holds it after its publish until the
     other one has ended (refused); a writer of u (another chain of the schema) beside them, on
-    pod-b, where k's pod came back under another name: its k, within k's lease (45 s), is
+    pod-b, where k's pod came back under another name: its k, within k's lease (LEASE), is
     refused."""
     hold = f"publish.done:wait={release}"
     writers = {
@@ -246,7 +250,7 @@ def history(metastore, tmp_path_factory, threads_reference) -> History:
         # failure there is left to the threads test, whose own call builds it again and fails
         with contextlib.suppress(Exception):
             threads_reference()
-        time.sleep(max(0.0, 46 - (time.monotonic() - died)))
+        time.sleep(max(0.0, LEASE + 1 - (time.monotonic() - died)))
         # the reader has answered the threads queries of D1 (or died) before D2 is written
         deadline = time.monotonic() + 300
         while not Path(f"{asks}.start").exists() and reader.poll() is None:
@@ -306,14 +310,14 @@ def test_drivers_on_one_metastore_write_one_chain_in_turn_and_readers_never_fail
 
 def test_a_writer_sigkilled_on_another_host_is_taken_over_after_its_lease(history, spark):
     """A real crash on the shared catalog: a dbt process on host pod-a SIGKILLed after its
-    partitions were switched; a process on pod-b is refused while the lease (45 s) runs,
+    partitions were switched; a process on pod-b is refused while the lease (LEASE) runs,
     then breaks the lock, recovers, and its rerun of the day converges."""
     h = history
     assert "is locked: run of model 'k' by process" in h.other
-    assert "on pod-a since" in h.other and "lease 0:00:45)" in h.other
+    assert "on pod-a since" in h.other and f"lease {dt.timedelta(seconds=LEASE)})" in h.other
     assert "breaking the lock of run of model 'k' by process" in h.rerun
     assert "its heartbeat stopped" in h.rerun
-    print(f"lease takeover: {h.taken:.1f} s after the kill (lease 45 s, one dbt process)")
+    print(f"lease takeover: {h.taken:.1f} s after the kill (lease {LEASE} s, one dbt process)")
     got = {r["day"]: (r["n"], r["hash"]) for r in h.reads if r["table"] == "k"}
     assert got == {
         D1: answer(spark, state({D1: KEYS[D1]}, {})),
