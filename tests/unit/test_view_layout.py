@@ -4,7 +4,10 @@ text is bounded by the newest few days (the embedded Derby metastore refuses a v
 than 32,700 characters)."""
 
 import datetime as dt
+import functools
+import random
 import re
+import sqlite3
 
 import pytest
 
@@ -12,6 +15,8 @@ from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT, P_VIEW_MAP
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import ChainPlanError
 from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.view.compact import Known
+from dbt.adapters.chaintable.view.fit import VIEW_BUDGET, plan_view
 from dbt.adapters.chaintable.view.layout import mapped_runs, stored_in, view_branches, view_layout
 from dbt.adapters.chaintable.view.sql import ViewSql
 
@@ -443,3 +448,157 @@ def test_a_drop_naming_a_column_that_is_no_partition_column_is_refused_before_an
         if q.startswith(("CREATE", "ALTER", "DROP", "INSERT")) and "t__chain_lock" not in q
     ]
     assert changed == []
+
+
+# ---- the view's text within the metastore's limit (view/fit.py, view/compact.py) ---------------
+def _fitted(s, hidden=(), served=False, recent=DEFAULT_VIEW_RECENT, opts=GROUPED, cols=COLS):
+    """(plan, text, serving) of the view a refresh writes for state `s`."""
+    types = {"id": "int", "seq": "int", **dict.fromkeys(opts.chain_keys, s.chain_types[0])}
+    r = ViewSql(opts, cols, types, "s.t__snapshot", "s.t__delta")
+    branches = _branches(s)
+    plans = [p for _, day in branches for p in day]
+    serving = {p.group + p.chain: f"{abs(hash(p)):016x}" for p in plans} if served else {}
+    plan = plan_view(r, s, branches, recent, serving, sorted(hidden), MAP[0])
+    return plan, plan.text(MAP, serving), serving
+
+
+_BRANCHES: dict = {}
+
+
+def _branches(s):
+    """view_branches(s), planned once per state (10,000 groups take a second)."""
+    if id(s) not in _BRANCHES:
+        _BRANCHES[id(s)] = (s, view_branches(s))  # the state held: its id stays its own
+    return _BRANCHES[id(s)][1]
+
+
+@functools.cache
+def many_groups(groups=10_000, delta_days=3):
+    """A snapshot day for every group (and an older one, about to expire), then daily deltas."""
+    regions = [f"region-{g:05d}" for g in range(groups)]
+    days = [f"2025010{d}" for d in range(1, delta_days + 2)]
+    s = ChainState.build(
+        GROUPED,
+        [(r, days[0]) for r in regions],
+        [(r, d) for r in regions for d in days[1:]],
+        {"dt": "string"},
+    )
+    return s, [(r, "20241231") for r in regions]
+
+
+def every_read(s):
+    return sorted((p.group, p.chain) for _, plans in _branches(s) for p in plans)
+
+
+def test_a_view_of_10000_groups_fits_the_budget_and_reads_every_day():
+    s, expiring = many_groups()
+    literal = {}
+    for hidden, served in (((), False), ((), True), (expiring, True), (expiring, False)):
+        plan, text, _ = _fitted(s, hidden, served)
+        assert len(text) <= VIEW_BUDGET, (len(hidden), served, len(text))
+        # every delta-only day is read once, literal or mapped
+        reads = [p for _, plans in plan.literal for p in plans] + plan.mapped
+        assert sorted((p.group, p.chain) for p in reads) == every_read(s)
+        assert not plan.hidden_mapped  # a whole day hidden: said by its chain value
+        literal[bool(hidden), served] = len(plan.literal)
+    # merged on read, the compact lists keep every literal branch; served, the stamps (one per
+    # group and day) do not fit, so the days go through the mapping
+    assert literal == {(False, False): 3, (False, True): 0, (True, False): 3, (True, True): 0}
+    assert not served and len(hidden) == 10_000  # the last one: its text below
+    # the expired day and the merged days, in two ranges: the stored day between is read
+    assert text.split("\nUNION ALL\n")[0].endswith(
+        "WHERE NOT (coalesce((`dt` = '20241231') OR (`dt` >= '20250102' AND `dt` <= '20250104'), "
+        "false))"
+    )
+
+
+def test_hidden_partitions_that_no_chain_value_says_go_to_the_mapping():
+    """Every other group's snapshot of a day hidden while the others keep theirs: no range
+    says them, so the mapping holds them and the snapshot branch leaves them out by a join."""
+    s, _ = many_groups()
+    hidden = [(f"region-{g:05d}", "20250101") for g in range(0, 10_000, 2)]
+    kept = s.without(snapshots=hidden)
+    plan, text, serving = _fitted(kept, hidden)
+    assert len(text) <= VIEW_BUDGET and plan.hidden_mapped
+    rows = plan.map_rows(serving)
+    assert "('region-00002', '20250101', '20250101', 'hidden', NULL)" in rows
+    assert sum(r.endswith("'hidden', NULL)") for r in rows) == 5_000
+    assert (
+        "LEFT ANTI JOIN (SELECT DISTINCT `region`, `ct__target_dt` FROM (SELECT * FROM "
+        "s.t__chain_map WHERE `ct__version` = '20260101000000-abcd' AND `ct__branch` = 'hidden'))"
+    ) in text.split("\nUNION ALL\n")[0]
+    assert "region-00002" not in text
+
+
+def test_10000_partitions_of_history_fit_the_budget():
+    days = [str(d) for d in range(1, 10_002)]
+    opts = ChainOptions(partition_by=("d",), chain_keys=("d",), primary_key=("id", "d"))
+    cols = ["id", "v", "d"]
+    # no snapshot yet: each literal day would list every delta before it
+    deltas = ChainState.build(opts, [], [(d,) for d in days], {"d": "int"})
+    plan, text, _ = _fitted(deltas, opts=opts, cols=cols)
+    assert len(text) <= VIEW_BUDGET and len(plan.mapped) == len(days)
+    # 10,000 snapshots expired at once, the newest one kept
+    every = ChainState.build(opts, [(d,) for d in days], [], {"d": "int"})
+    kept = every.without(snapshots=[(d,) for d in days[:-1]])
+    plan, text, _ = _fitted(kept, [(d,) for d in days[:-1]], opts=opts, cols=cols)
+    assert len(text) <= VIEW_BUDGET and not plan.hidden_mapped
+    assert text.endswith(
+        "WHERE NOT (coalesce(`d` >= CAST('1' AS int) AND `d` <= CAST('10000' AS int), false))"
+    )
+
+
+def test_a_view_that_fits_is_written_as_before():
+    s = weekly(12, groups=3)
+    layout = view_layout(s, 7)
+    runs = mapped_runs(s, layout[1], 4)
+    hidden = [("r00", "20250108")]
+    plan, text, _ = _fitted(s, hidden, recent=7)
+    assert plan.renderer.known is None and not plan.hidden_mapped
+    assert text == renderer().view(layout, MAP, {}, runs, stored_in(s, runs), hidden)
+    # the same state in a tight budget: compact lists, then fewer literal branches
+    r, branches = renderer(), view_branches(s)
+    tight = plan_view(r, s, branches, 7, {}, hidden, MAP[0], budget=len(text) - 1)
+    assert tight.renderer.known is not None
+    assert len(tight.text(MAP, {})) < len(text)
+    tighter = plan_view(r, s, branches, 7, {}, hidden, MAP[0], budget=len(text) // 2)
+    assert len(tighter.text(MAP, {})) <= len(text) // 2
+    assert 0 < len(tighter.literal) < len(layout[0])
+    assert [c for c, _ in tighter.literal] == [c for c, _ in layout[0]][-len(tighter.literal) :]
+
+
+def _selected(predicate, table, columns, types):
+    """The partitions of `table` (values) that SQL `predicate` selects (sqlite)."""
+    db = sqlite3.connect(":memory:")
+    db.execute(f"CREATE TABLE p ({', '.join(f'`{c}` {types[c]}' for c in columns)})")
+    db.executemany(f"INSERT INTO p VALUES ({', '.join('?' * len(columns))})", list(table))
+    rows = db.execute(f"SELECT * FROM p WHERE {predicate}").fetchall()
+    return {tuple(str(v) for v in row) for row in rows}
+
+
+@pytest.mark.parametrize("kind", ["string", "int"])
+def test_compact_lists_select_exactly_the_partitions_listed(kind):
+    """Over random states: a compact list selects exactly its partitions of the branch it
+    reads, and the snapshot branch's exclusion leaves out exactly the merged and hidden ones."""
+    rng = random.Random(7)
+    types = {"region": "TEXT", "dt": "TEXT" if kind == "string" else "INTEGER"}
+    for _ in range(300):
+        groups = [f"g{i}" for i in range(rng.randint(1, 4))]
+        days = [str(d) for d in range(1, rng.randint(2, 12))]
+        every = [(g, d) for g in groups for d in days]
+        snaps = {p for p in every if rng.random() < 0.3}
+        deltas = {p for p in every if rng.random() < 0.6}
+        hidden = {p for p in snaps if rng.random() < 0.4}
+        s = ChainState.build(GROUPED, snaps - hidden, deltas, {"dt": kind})
+        r = ViewSql(GROUPED, COLS, {"dt": kind}, "s.t__snapshot", "s.t__delta")
+        r = r.knowing(Known(s, frozenset(hidden)))
+        for table in (s.snapshots | hidden, s.deltas):
+            for part in (rng.sample(sorted(table), rng.randint(0, len(table))), sorted(table)):
+                got = _selected(r.partitions_predicate(part), table, ["region", "dt"], types)
+                assert got == set(part), (snaps, deltas, hidden, part)
+        merged = [(g, d) for g, d in deltas - s.snapshots if rng.random() < 0.5]
+        own = sorted(set(merged) | hidden)
+        if own:
+            table = s.snapshots | hidden
+            got = _selected(r.not_in(own), table, ["region", "dt"], types)
+            assert got == table - set(own), (snaps, deltas, hidden, own)

@@ -10,12 +10,28 @@ from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 
 
 def view_branches(state: ChainState) -> list[tuple[Values, list[ReadPlan]]]:
-    """Delta-only reads grouped by chain value: the view gets one branch per chain value
-    (all groups merged together), so its size does not grow with the number of groups."""
+    """Delta-only reads grouped by chain value, oldest first: the view gets one branch per
+    chain value (all groups merged together). Its partition lists still name each group;
+    view/fit.py keeps the text within the metastore's limit however many there are."""
     out: dict[Values, list[ReadPlan]] = {}
     for plan in state.delta_only():
         out.setdefault(plan.chain, []).append(plan)
     return sorted(out.items(), key=lambda kv: state.sort_key(kv[0]))
+
+
+def view_cut(
+    state: ChainState, branches: Sequence[tuple[Values, Sequence[ReadPlan]]], recent: int
+) -> int:
+    """How many of `branches` (view_branches) `view_layout` maps: the others keep a literal
+    branch each."""
+    snaps, _ = state.sorted_chains
+    newest = max((keys[-1] for keys, _ in snaps.values() if keys), default=None)
+    after = len(branches)
+    for i, (chain, _) in enumerate(branches):
+        if newest is None or state.sort_key(chain) > newest:
+            after = i
+            break
+    return max(len(branches) - max(recent, 0), after)
 
 
 def view_layout(
@@ -30,15 +46,14 @@ def view_layout(
     newer partition, leaves it as it is (its mapping need not be rewritten) until a
     compaction moves the newest snapshot or more than `recent` days pass without one."""
     branches = view_branches(state)
-    snaps, _ = state.sorted_chains
-    newest = max((keys[-1] for keys, _ in snaps.values() if keys), default=None)
-    after = len(branches)
-    for i, (chain, _) in enumerate(branches):
-        if newest is None or state.sort_key(chain) > newest:
-            after = i
-            break
-    cut = max(len(branches) - max(recent, 0), after)
-    return branches[cut:], [p for _, plans in branches[:cut] for p in plans]
+    return split_layout(branches, view_cut(state, branches, recent))
+
+
+def split_layout(
+    branches: Sequence[tuple[Values, list[ReadPlan]]], cut: int
+) -> tuple[list[tuple[Values, list[ReadPlan]]], list[ReadPlan]]:
+    """(literal branches, mapped reads) with the oldest `cut` of `branches` mapped."""
+    return list(branches[cut:]), [p for _, plans in branches[:cut] for p in plans]
 
 
 def mapped_runs(state: ChainState, mapped: Sequence[ReadPlan], cap: int) -> list[tuple[str, str]]:

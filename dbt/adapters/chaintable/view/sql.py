@@ -13,7 +13,8 @@ from dbt.adapters.chaintable.chain.state import ReadPlan
 from dbt.adapters.chaintable.cumulative import read as cumulative_read
 from dbt.adapters.chaintable.cumulative.plan import MASK_COLUMN, mask_key
 from dbt.adapters.chaintable.merge.sql import merge_sql
-from dbt.adapters.chaintable.read.render import NONE, Renderer
+from dbt.adapters.chaintable.read.render import NONE
+from dbt.adapters.chaintable.view.compact import CompactSql
 
 # mapping table columns; none starts with '_': the Hive metastore's partition filter cannot parse
 # such a name (Spark then fails every query that filters the partition column)
@@ -22,6 +23,9 @@ MAP_VERSION = "ct__version"
 # a mapped day served from the cumulative delta: its C partition's stamp (cumulative/plan.py), on the
 # row of branch 'cumulative'; that day's anchor is on a row of branch 'anchor'
 MAP_STAMP = "ct__stamp"
+# the branch of the mapping's rows that name hidden snapshot partitions (ViewSql.view)
+MAP_HIDDEN = "hidden"
+UNION = "\nUNION ALL\n"
 
 
 def target_col(chain_key: str) -> str:
@@ -38,7 +42,7 @@ def max_first(plans: Sequence[ReadPlan]) -> str:
     return plans[-1].chain[0]
 
 
-class ViewSql(Renderer):
+class ViewSql(CompactSql):
     """The view's text and its mapping table, over the chain's reads."""
 
     def view(
@@ -49,6 +53,7 @@ class ViewSql(Renderer):
         runs: Sequence[tuple[str, str]] = (),
         stored_in_runs: bool = True,
         hidden: Sequence[Values] = (),
+        hidden_mapped: bool = False,
     ) -> str:
         """Every partition of snapshot ∪ delta at its full state, laid out as view/layout.py said
         (`layout.view_layout`: literal branches, mapped reads). Snapshot partitions are one
@@ -56,7 +61,7 @@ class ViewSql(Renderer):
         values as literals, so `WHERE dt = 'X'` prunes all other branches at planning time. The
         mapped reads go through one branch joined to `mapping` (mapping table, version) that
         `map_insert` wrote, so the view's text does not grow with history (the embedded Derby
-        metastore keeps at most 32,700 characters of it).
+        metastore keeps at most 32,700 characters of it; view/fit.py keeps it within).
         The snapshot branch excludes the partitions the view merges: a snapshot published for
         one of them (compaction) is not read twice before the view is refreshed.
         `runs` (layout.mapped_runs): ranges of the first chain key that hold every mapped
@@ -71,35 +76,58 @@ class ViewSql(Renderer):
         0.033 s).
         `hidden`: snapshot partitions still in the table that the view must not read (about to
         be dropped: expired or dropped by hand). A query planned after this view reads none of
-        their files, so their deletion after the reader grace fails no reader."""
+        their files, so their deletion after the reader grace fails no reader. `hidden_mapped`:
+        the mapping holds them (`map_rows`), and the snapshot branch leaves them out by an
+        anti join rather than by a list."""
+        head, tail = self.view_frame(
+            layout, mapping, serving, runs, stored_in_runs, hidden, hidden_mapped
+        )
+        body = [self.literal_branch(chain, plans, serving) for chain, plans in layout[0]]
+        return UNION.join(head + body + tail)
+
+    def literal_branch(
+        self, chain: Values, plans: Sequence[ReadPlan], serving: Mapping[Values, str] = NONE
+    ) -> str:
+        """The view's branch of delta-only chain value `chain` (Renderer.merged, guarded)."""
+        return self.merged(chain, plans, guard=True, serving=serving)
+
+    def view_frame(
+        self,
+        layout: tuple[Sequence[tuple[Values, Sequence[ReadPlan]]], Sequence[ReadPlan]],
+        mapping: tuple[str, str] | None = None,
+        serving: Mapping[Values, str] = NONE,
+        runs: Sequence[tuple[str, str]] = (),
+        stored_in_runs: bool = True,
+        hidden: Sequence[Values] = (),
+        hidden_mapped: bool = False,
+    ) -> tuple[list[str], list[str]]:
+        """The view's branches before and after its literal ones (`view`)."""
         literal, mapped = layout
         # a hidden partition may also be literal (a dropped snapshot day now read by merge):
         # named once
         merged_days = [p.group + chain for chain, plans in literal for p in plans]
-        own = list(dict.fromkeys(merged_days + list(hidden)))
-        not_own = f"NOT ({self.in_partitions(own)})" if own else ""
-        snapshot = self._snapshot
-        if not mapped:
-            branches = [snapshot(not_own)]
-        else:
-            assert mapping is not None
-            # every mapped target is in one of the runs: a query of a partition outside them
-            # (a later one, or a snapshot between mapped days) prunes the mapped branch and the
-            # anti join at planning time (`dt = X AND dt >= L AND dt <= H` folds to false), so
-            # it reads the snapshot as it is
-            upto = self.in_runs(runs or [(mapped[0].chain[0], max_first(mapped))])
-            branches = [snapshot(f"NOT {upto}", not_own)]
-            if stored_in_runs:
-                branches.append(self._unmapped(snapshot(upto, not_own), mapping))
-        branches += [
-            self.merged(chain, plans, guard=True, serving=serving) for chain, plans in literal
-        ]
-        if mapped and mapping is not None:
-            served = any(p.group + p.chain in serving for p in mapped)
-            merged = any(p.group + p.chain not in serving for p in mapped)
-            mapped_sql = self.mapped_read(*mapping, served=served, merged=merged)
-            branches.append(f"SELECT * FROM ({mapped_sql}) __v WHERE {upto}")
-        return "\nUNION ALL\n".join(branches)
+        own = list(dict.fromkeys(merged_days + ([] if hidden_mapped else list(hidden))))
+        not_own = self.not_in(own) if own else ""
+        assert mapping is not None or not (mapped or hidden_mapped)
+
+        def snapshot(*conds: str) -> str:
+            sql = self._snapshot(*conds)
+            return self._unmapped(sql, mapping, MAP_HIDDEN) if mapping and hidden_mapped else sql
+
+        if not mapped or mapping is None:
+            return [snapshot(not_own)], []
+        # every mapped target is in one of the runs: a query of a partition outside them
+        # (a later one, or a snapshot between mapped days) prunes the mapped branch and the
+        # anti join at planning time (`dt = X AND dt >= L AND dt <= H` folds to false), so
+        # it reads the snapshot as it is
+        upto = self.in_runs(runs or [(mapped[0].chain[0], max_first(mapped))])
+        head = [snapshot(f"NOT {upto}", not_own)]
+        if stored_in_runs:  # the anti join leaves out the hidden partitions too: mapped
+            head.append(self._unmapped(self._snapshot(upto, not_own), mapping))
+        served = any(p.group + p.chain in serving for p in mapped)
+        merged = any(p.group + p.chain not in serving for p in mapped)
+        mapped_sql = self.mapped_read(*mapping, served=served, merged=merged)
+        return head, [f"SELECT * FROM ({mapped_sql}) __v WHERE {upto}"]
 
     def _snapshot(self, *conds: str) -> str:
         """The snapshot branch's rows where every condition of `conds` given holds."""
@@ -108,9 +136,12 @@ class ViewSql(Renderer):
             " WHERE " + " AND ".join(conds) if conds else ""
         )
 
-    def _unmapped(self, snapshot_sql: str, mapping: tuple[str, str]) -> str:
-        """The rows of `snapshot_sql` (stored partitions inside the mapped runs) whose partition
-        the mapping does not target: the view reads those through the mapping instead."""
+    def _unmapped(
+        self, snapshot_sql: str, mapping: tuple[str, str], branch: str | None = None
+    ) -> str:
+        """The rows of `snapshot_sql` whose partition the mapping does not target (stored
+        partitions inside the mapped runs: the view reads those through the mapping instead),
+        or, with `branch`, no row of that branch targets (the hidden partitions)."""
         keys = list(self.opts.group_keys) + [target_col(k) for k in self.opts.chain_keys]
         on = " AND ".join(
             [f"__s.{q(c)} = __x.{q(c)}" for c in self.opts.group_keys]
@@ -119,21 +150,8 @@ class ViewSql(Renderer):
         return (
             f"SELECT {cols_sql(self.columns, '__s')} FROM ({snapshot_sql}) "
             f"__s LEFT ANTI JOIN (SELECT DISTINCT {cols_sql(keys)} FROM "
-            f"{self._map_version(*mapping)}) __x ON {on}"
+            f"{self._map_version(*mapping, branch)}) __x ON {on}"
         )
-
-    def in_runs(self, runs: Sequence[tuple[str, str]]) -> str:
-        """The first chain key in one of `runs` (low, high), false for NULL."""
-        first = self.opts.chain_keys[0]
-        x = q(first)
-        conds = [
-            f"{x} = {self.lit(first, low)}"
-            if low == high
-            else f"{x} >= {self.lit(first, low)} AND {x} <= {self.lit(first, high)}"
-            for low, high in runs
-        ]
-        either = conds[0] if len(conds) == 1 else " OR ".join(f"({c})" for c in conds)
-        return f"coalesce({either}, false)"
 
     # ---- the mapping table of older delta-only partitions --------------------------------------
     def map_columns(self) -> list[tuple[str, str]]:
@@ -160,13 +178,19 @@ class ViewSql(Renderer):
         version: str,
         plans: Sequence[ReadPlan],
         serving: Mapping[Values, str] = NONE,
+        hidden: Sequence[Values] = (),
     ) -> str:
         """One version of the mapping: the planned anchor and deltas of each read in `plans`
-        (the anchor and the C partition of the days `serving` names)."""
+        (the anchor and the C partition of the days `serving` names), and the `hidden`
+        partitions (`map_rows`)."""
+        return self.map_insert_rows(table, version, self.map_rows(plans, serving, hidden))
+
+    def map_insert_rows(self, table: str, version: str, rows: Sequence[str]) -> str:
+        """One version of the mapping of `rows` (`map_rows`)."""
         names = cols_sql([c for c, _ in self.map_columns()])
         return (
             f"INSERT INTO {table} PARTITION ({spec_sql([MAP_VERSION], [version])}) ({names}) "
-            "VALUES " + ", ".join(self.map_rows(plans, serving))
+            "VALUES " + ", ".join(rows)
         )
 
     def map_add_stamp(self, table: str) -> str:
@@ -174,11 +198,15 @@ class ViewSql(Renderer):
         return statements.add_columns(table, [(MAP_STAMP, "string")])
 
     def map_rows(
-        self, plans: Sequence[ReadPlan], serving: Mapping[Values, str] = NONE
+        self,
+        plans: Sequence[ReadPlan],
+        serving: Mapping[Values, str] = NONE,
+        hidden: Sequence[Values] = (),
     ) -> list[str]:
         """The mapping's rows for `plans`, as SQL value tuples: per day its anchor (branch
         'snapshot') and deltas ('delta'), or, for a day `serving` names, its anchor ('anchor')
-        and its C partition ('cumulative', with the stamp)."""
+        and its C partition ('cumulative', with the stamp); then one row (branch 'hidden', the
+        partition as target and source) per `hidden` snapshot partition (ViewSql.view)."""
         group, chain = self.opts.group_keys, self.opts.chain_keys
         rows = []
         for p in plans:
@@ -199,6 +227,14 @@ class ViewSql(Renderer):
                     + [string(branch), "NULL" if mark is None else string(mark)]
                 )
                 rows.append("(" + ", ".join(vals) + ")")
+        for part in hidden:
+            g, c = part[: len(group)], part[len(group) :]
+            vals = (
+                [self.lit(k, v) for k, v in zip(group, g, strict=False)]
+                + [self.lit(k, v) for k, v in zip(chain + chain, c + c, strict=False)]
+                + [string(MAP_HIDDEN), "NULL"]
+            )
+            rows.append("(" + ", ".join(vals) + ")")
         return rows
 
     def _map_version(self, table: str, version: str, branch: str | None = None) -> str:

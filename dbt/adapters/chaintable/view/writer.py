@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from dbt.adapters.base.relation import BaseRelation
@@ -14,10 +14,11 @@ from dbt.adapters.chaintable.base import versions
 from dbt.adapters.chaintable.base.keys import DEFAULT_VIEW_RECENT, P_VIEW_MAP, P_VIEW_RECENT
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
-from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
+from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
 from dbt.adapters.chaintable.cumulative.plan import Cumulative, served_days
-from dbt.adapters.chaintable.view.layout import mapped_runs, stored_in, view_layout
+from dbt.adapters.chaintable.view.fit import plan_view
+from dbt.adapters.chaintable.view.layout import view_branches
 from dbt.adapters.chaintable.view.sql import MAP_STAMP, MAP_VERSION, ViewSql
 
 # CREATE OR REPLACE VIEW ... WITH SCHEMA EVOLUTION (Spark 4): the view takes its query's schema
@@ -25,11 +26,6 @@ from dbt.adapters.chaintable.view.sql import MAP_STAMP, MAP_VERSION, ViewSql
 # projection doubled the time to plan a one-day read (measured: 0.38 -> 0.18 s for the
 # benchmark's compacted day). An older Spark refuses the clause: then the plain statement.
 VIEW_CLAUSES = (" WITH SCHEMA EVOLUTION", "")
-
-# ranges of mapped days the view names (view/layout.py, mapped_runs): a snapshot day between two of
-# them is read without the mapping's scans (measured on the benchmark's compacted day at 10M
-# rows: 2.35 -> 2.15 s, the stored partition 1.73 s); the older ones merge into one
-MAPPED_RUNS = 4
 
 
 class ViewWriter:
@@ -78,41 +74,31 @@ class ViewWriter:
     ) -> Loaded:
         renderer, cmap = ViewSql.of(loaded), str(loaded.tables.cmap)
         recent = int(loaded.props.get(P_VIEW_RECENT) or DEFAULT_VIEW_RECENT)
-        layout = view_layout(state, recent)
-        mapped = layout[1]
-        literal = [p for _, plans in layout[0] for p in plans]
-        serving = {
-            k: v
-            for k, v in served_days(loaded, [*literal, *mapped], state).items()
-            if k not in unserved
-        }
+        branches = view_branches(state)
+        plans = [p for _, day in branches for p in day]
+        serving = {k: v for k, v in served_days(loaded, plans, state).items() if k not in unserved}
+        # snapshot partitions `state` leaves out but the table still holds are dropped next:
+        # the view stops reading them now, so the drop after the reader grace fails no query
+        hidden = sorted(set(loaded.snapshots) - state.snapshots)
+        # the layout whose text the metastore keeps (view/fit.py)
+        plan = plan_view(renderer, state, branches, recent, serving, hidden, cmap)
         # older delta-only partitions: a new version of the mapping table first (the current
         # view reads its own version), then the view, then the record of which version it reads
         # and its digest, then the versions no view reads any more. A refresh whose mapped reads
         # are those of the recorded version reuses it (a daily run only adds newer partitions).
         # A mapped day the cumulative delta serves is mapped to its anchor and C partition.
-        rows = renderer.map_rows(mapped, serving)
-        digest = hashlib.sha1("\n".join(rows).encode()).hexdigest()[:16] if mapped else ""
+        rows = plan.map_rows(serving)
+        digest = hashlib.sha1("\n".join(rows).encode()).hexdigest()[:16] if rows else ""
         recorded = (loaded.props.get(P_VIEW_MAP) or "").split()
-        loaded, version, reuse, held = self._mapping(
-            loaded, renderer, mapped, serving, recorded, digest
-        )
-        runs = mapped_runs(state, mapped, MAPPED_RUNS)
-        # snapshot partitions `state` leaves out but the table still holds are dropped next:
-        # the view stops reading them now, so the drop after the reader grace fails no query
-        hidden = sorted(set(loaded.snapshots) - state.snapshots)
-        self._replace(
-            loaded.tables.view,
-            renderer.view(layout, (cmap, version), serving, runs, stored_in(state, runs), hidden),
-            view_exists,
-        )
+        loaded, version, reuse, held = self._mapping(loaded, renderer, rows, recorded, digest)
+        self._replace(loaded.tables.view, plan.text((cmap, version), serving), view_exists)
         if reuse:
             return loaded
-        record = f"{version} {digest}" if mapped else ""
+        record = f"{version} {digest}" if rows else ""
         if record != (loaded.props.get(P_VIEW_MAP) or ""):
             self.catalog.set_properties(loaded.tables.snapshot, {P_VIEW_MAP: record})
             loaded = loaded.with_props({P_VIEW_MAP: record})
-        if not mapped:
+        if not rows:
             # the table stays: a reader in another session that resolved the previous view
             # just before it was altered still looks it up (tests/functional/test_cluster.py)
             return loaded
@@ -130,14 +116,14 @@ class ViewWriter:
         self,
         loaded: Loaded,
         renderer: ViewSql,
-        mapped: Sequence[ReadPlan],
-        serving: Mapping[Values, str],
+        mapped: Sequence[str],
         recorded: Sequence[str],
         digest: str,
     ) -> tuple[Loaded, str, bool, list[str] | None]:
-        """The mapping's version for `mapped` (its rows' `digest`): the `recorded` one reused,
-        or a new one written. Returns the catalog, the version, whether it was reused, and the
-        versions the table held, listed when a version is written (None: not listed)."""
+        """The mapping's version of the rows `mapped` (ViewPlan.map_rows, their `digest`): the
+        `recorded` one reused, or a new one written. Returns the catalog, the version, whether
+        it was reused, and the versions the table held, listed when a version is written
+        (None: not listed)."""
         cmap = str(loaded.tables.cmap)
         # the mapping table exists while a version is recorded, and the recorded version's
         # partition with it (a refresh drops only other versions; both go together otherwise):
@@ -157,7 +143,7 @@ class ViewWriter:
                 loaded = replace(loaded, cmap_exists=True)
             elif cmap not in self._stamped and not self._has_stamp(loaded):
                 self.run(renderer.map_add_stamp(cmap))  # created before it had the column
-            self.run(renderer.map_insert(cmap, version, mapped, serving))
+            self.run(renderer.map_insert_rows(cmap, version, mapped))
             self._stamped.add(cmap)
         return loaded, version, reuse, held
 
