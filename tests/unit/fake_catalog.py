@@ -23,6 +23,8 @@ WAREHOUSE = "file:/warehouse"
 
 # TABLE_PARAMS.PARAM_VALUE's length in the metastore's schema (Derby and PostgreSQL alike)
 METASTORE_VALUE_LIMIT = 32_672
+# TABLE_PARAMS.PARAM_KEY's length, same schema
+METASTORE_KEY_LIMIT = 256
 
 
 @dataclass
@@ -143,6 +145,27 @@ class FakeConnections:
             if name in self.tables and "OR REPLACE" not in s[:30]:
                 raise DbtRuntimeError(f"[TABLE_OR_VIEW_ALREADY_EXISTS] {name}")
             self.tables[name] = FakeTable(view=True)
+            props = re.search(r"TBLPROPERTIES \((.*?)\) AS SELECT", s, re.S)
+            if props:
+                self._set_props(self.tables[name], props.group(1))
+            return
+        m = re.match(r"ALTER VIEW (\S+) RENAME TO (\S+)$", s)
+        if m:
+            source, target = _unquote(m.group(1)), _unquote(m.group(2))
+            if target in self.tables:
+                raise DbtRuntimeError(f"[TABLE_OR_VIEW_ALREADY_EXISTS] {target}")
+            self.tables[target] = self._get(source)
+            del self.tables[source]
+            return
+        m = re.match(r"ALTER (?:TABLE|VIEW) (\S+) SET TBLPROPERTIES \((.*)\)$", s, re.S)
+        if m:
+            self._set_props(self._get(m.group(1)), m.group(2))
+            return
+        m = re.match(r"ALTER VIEW (\S+) UNSET TBLPROPERTIES IF EXISTS \((.*)\)$", s, re.S)
+        if m:
+            table = self._get(m.group(1))
+            for k in re.findall(r"'((?:[^'\\]|\\.)*)'", m.group(2)):
+                table.props.pop(k, None)
             return
         m = re.match(r"ALTER VIEW (\S+) AS\n", s)
         if m:
@@ -197,21 +220,28 @@ class FakeConnections:
         if m:
             self._get(m.group(1)).part_locations[_spec_path(m.group(2))] = m.group(3)
             return
-        m = re.match(r"ALTER TABLE (\S+) SET TBLPROPERTIES \((.*)\)$", s, re.S)
-        if m:
-            self._set_props(self._get(m.group(1)), m.group(2))
-            return
         m = re.match(r"INSERT OVERWRITE TABLE (\S+) PARTITION \((.*?)\)", s, re.S)
         if m:
             t = self._get(m.group(1))
-            write = self.dynamic_writes.get(_unquote(m.group(1)))
+            name = _unquote(m.group(1))
+            # a writer's own scratch table is named after it (`t__chain_pub_<writer>`)
+            write = next(
+                (
+                    w
+                    for k, w in self.dynamic_writes.items()
+                    if name in (k, f"{k}_") or name.startswith(f"{k}_")
+                ),
+                None,
+            )
             paths = [_spec_path(m.group(2))] if "=" in m.group(2) else write(s) if write else []
             t.partitions += [p for p in paths if p not in t.partitions]
 
     @staticmethod
     def _set_props(table: FakeTable, body: str) -> None:
         for k, v in re.findall(r"'((?:[^'\\]|\\.)*)' = '((?:[^'\\]|\\.)*)'", body):
-            value = v.replace("\\'", "'").replace("\\\\", "\\")
+            key, value = (x.replace("\\'", "'").replace("\\\\", "\\") for x in (k, v))
+            if len(key) > METASTORE_KEY_LIMIT:  # as the metastore refuses it
+                raise RuntimeError(f"property key {key}: {len(key)} characters, over the limit")
             if len(value) > METASTORE_VALUE_LIMIT:  # as the metastore refuses it
                 raise RuntimeError(f"property {k}: {len(value)} characters, over the limit")
             table.props[k] = value
