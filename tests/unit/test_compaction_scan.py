@@ -276,7 +276,7 @@ def test_a_branch_names_its_own_chain_whatever_the_models_name(model):
     """A branch table's chain: its one suffix stripped (a model named `orders__delta` has the
     snapshot branch `orders__delta__snapshot`), so its publish gives its own partitions new
     tokens and takes its own lock."""
-    from dbt.adapters.chaintable.chain.catalog import ChainTables
+    from dbt.adapters.chaintable.chain.tables import ChainTables
 
     adapter = fake_adapter(FakeConnections())
     for branch in ("snapshot", "delta"):

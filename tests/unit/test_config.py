@@ -147,7 +147,7 @@ def test_a_missing_primary_key_says_that_unique_key_is_not_read():
 
 
 def test_an_operations_relation_argument_in_every_spelling():
-    from dbt.adapters.chaintable.chain.catalog import split_relation
+    from dbt.adapters.chaintable.chain.tables import split_relation
 
     assert split_relation("t", "dflt") == ("dflt", "t")
     assert split_relation("s.t", "dflt") == ("s", "t")

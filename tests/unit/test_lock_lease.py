@@ -110,12 +110,15 @@ class FakeRunner:
 
     def fetch(self, sql):
         assert sql == "SHOW TBLPROPERTIES s.t__chain_lock"
+        # the holder's writer token is its owner text here (safety.P_WRITER)
         if "token" in self.owner:  # as Spark shows it: redacted, with the mirror
             return [
                 (safety.P_OWNER, REDACTED),
                 (mirror_key(safety.P_OWNER), self.owner.encode().hex()),
+                (safety.P_WRITER, REDACTED),
+                (mirror_key(safety.P_WRITER), self.owner.encode().hex()),
             ]
-        return [(safety.P_OWNER, self.owner)]
+        return [(safety.P_OWNER, self.owner), (safety.P_WRITER, self.owner)]
 
 
 LEASE = dt.timedelta(seconds=0.4)  # renewed every 0.1 s

@@ -12,8 +12,9 @@ from test_view_layout import GROUPED
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.batch.relation import ChainTableRelation
-from dbt.adapters.chaintable.chain.catalog import ChainTables, Loaded
+from dbt.adapters.chaintable.chain.catalog import Loaded
 from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.chain.tables import ChainTables
 from dbt.adapters.chaintable.history import sql, stored
 from dbt.adapters.chaintable.history.plan import plan_history
 

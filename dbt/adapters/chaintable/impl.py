@@ -23,12 +23,8 @@ from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.batch.batches import BatchCall, Batches, BatchRun
 from dbt.adapters.chaintable.batch.loop import BatchLoop, LoopRun, loops
 from dbt.adapters.chaintable.batch.relation import ChainTableRelation
-from dbt.adapters.chaintable.chain.catalog import (
-    Catalog,
-    name_of,
-    schema_of,
-    split_relation,
-)
+from dbt.adapters.chaintable.chain.catalog import Catalog
+from dbt.adapters.chaintable.chain.tables import name_of, schema_of, split_relation
 from dbt.adapters.chaintable.compaction.compactor import Compactor
 from dbt.adapters.chaintable.connections import ChainTableConnectionManager
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator

@@ -4,6 +4,7 @@ connection, never a PySpark object, so session, thrift, odbc and http work the s
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -11,13 +12,39 @@ from typing import Any
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.chaintable.base.values import ChainConfigError
+
 logger = AdapterLogger("chaintable")
+
+
+class LeaseLostError(ChainConfigError):
+    """The writer no longer holds the chain's lock (its lease ran out, or another writer took
+    the lock over): it stops before its next catalog change (Runner.guard)."""
 
 
 class Runner:
     def __init__(self, connections: Callable[[], Any]):
         # the adapter's connection manager, looked up at each statement (dbt may swap it)
         self._connections = connections
+        # {thread: a check run before each statement of that thread that changes the catalog}:
+        # the chain's lock installs one while the thread holds it, so a writer whose lock is
+        # gone stops before its next change, whatever it was doing and whoever caught an error
+        # (docs/design.md#crash-safety-and-locking)
+        self._guards: dict[int, Callable[[], None]] = {}
+
+    @contextmanager
+    def guard(self, check: Callable[[], None]) -> Iterator[None]:
+        """Run `check` before every statement this thread sends through run() meanwhile."""
+        me = threading.get_ident()
+        outer = self._guards.get(me)
+        self._guards[me] = check
+        try:
+            yield
+        finally:
+            if outer is None:
+                self._guards.pop(me, None)
+            else:
+                self._guards[me] = outer
 
     def fetch(self, sql: str) -> list[tuple[Any, ...]]:
         """Rows as plain tuples (no agate type inference: '20250101' must stay a string)."""
@@ -57,6 +84,9 @@ class Runner:
     def run(self, sql: str | None) -> None:
         """Run a statement; None (nothing to do, e.g. no partitions to drop) runs nothing."""
         if sql:
+            check = self._guards.get(threading.get_ident())
+            if check is not None:
+                check()
             with _as_dbt_error():
                 self._connections().add_query(sql, auto_begin=False)
 

@@ -139,6 +139,11 @@ def drop_table(relation: str) -> str:
     return f"DROP TABLE IF EXISTS {relation}"
 
 
+def rename_view(relation: str, to: str) -> str:
+    """One metastore operation: of two writers renaming the same view, one finds it gone."""
+    return f"ALTER VIEW {relation} RENAME TO {to}"
+
+
 def drop_view(relation: str) -> str:
     return f"DROP VIEW IF EXISTS {relation}"
 

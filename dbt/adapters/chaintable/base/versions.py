@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import os
+import threading
 import uuid
 
 VERSIONS_DIR = "_chain_v"
@@ -29,3 +32,17 @@ def is_version(location: str, run_id: str) -> bool:
     """Whether `location` (as the metastore prints it) is run `run_id`'s directory: compared by
     its last two path elements, which a metastore's spelling of the scheme leaves alone."""
     return location.rstrip("/").endswith(f"/{VERSIONS_DIR}/{run_id}")
+
+
+def writer_id() -> str:
+    """A short name for the writer this thread of this dbt invocation is: the scratch tables it
+    creates carry it, so that two writers of one chain (one whose lease ran out and one that
+    took the lock over) never create, fill or drop the same table."""
+    try:
+        from dbt_common.invocation import get_invocation_id
+
+        invocation = get_invocation_id()
+    except Exception:  # pragma: no cover - outside dbt
+        invocation = ""
+    me = f"{invocation}:{os.getpid()}:{threading.get_ident()}"
+    return hashlib.sha1(me.encode()).hexdigest()[:10]

@@ -32,90 +32,13 @@ from dbt.adapters.chaintable.base.properties import read_back
 from dbt.adapters.chaintable.base.runner import Runner, logger
 from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain.state import ChainState
-
-SNAPSHOT_SUFFIX = "__snapshot"
-DELTA_SUFFIX = "__delta"
-STAGE_SUFFIX = "__chain_stage"
-PUB_SUFFIX = "__chain_pub"
-GC_SUFFIX = "__chain_gc"
-LOCK_SUFFIX = "__chain_lock"
-MAP_SUFFIX = "__chain_map"
-CUMULATIVE_SUFFIX = "__cumulative"
-CHANGES_SUFFIX = "__changes"  # stored changes (history/stored.py)
-STAMP_COLUMN = "ct__stamp"  # the partition column of t__cumulative after partition_by
-CHAIN_PATTERN = "__*"  # every table of a chain `t` is named `t__...`
-
-
-def name_of(relation: BaseRelation) -> str:
-    """A relation's table name (a chain's relations always have one)."""
-    if not relation.identifier:
-        raise ChainConfigError(f"{relation}: a chain table needs a name")
-    return relation.identifier
-
-
-def listed(names: Collection[str] | None, relation: BaseRelation) -> bool | None:
-    """Whether a listing's lower-case `names` hold `relation`; None when there was none."""
-    return None if names is None else name_of(relation).lower() in names
-
-
-def schema_of(relation: BaseRelation) -> str:
-    if not relation.schema:
-        raise ChainConfigError(f"{relation}: a chain table needs a schema")
-    return relation.schema
-
-
-def split_relation(name: str, default_schema: str) -> tuple[str, str]:
-    """An operation's `relation:` argument -> (schema, identifier): `t`, `schema.t`,
-    `` `schema`.`t` `` or a three-part name (the catalog part is not used)."""
-    parts = [p.strip().strip("`") for p in str(name).split(".")]
-    if not all(parts):
-        raise ChainConfigError(f"relation '{name}' is not a table name (schema.name)")
-    return (parts[-2], parts[-1]) if len(parts) > 1 else (default_schema, parts[0])
-
-
-@dataclass(frozen=True)
-class ChainTables:
-    """The relations of one chain table `t` (docs/design.md#branches-and-relations)."""
-
-    view: BaseRelation
-    snapshot: BaseRelation
-    delta: BaseRelation
-    stage: BaseRelation  # the model's rows of one run (checked before anything is published)
-    pub: BaseRelation  # merged rows of one run or compaction, published partition by partition
-    gc: BaseRelation  # managed scratch table: dropping its partitions deletes old directories
-    lock: BaseRelation  # a view whose existence means a writer is at work
-    cmap: BaseRelation  # which partitions feed each older delta-only partition (the view reads it)
-    cumulative: BaseRelation  # the cumulative delta (cumulative/plan.py): derived, rebuilt from both branches
-
-    @classmethod
-    def of(cls, relation: BaseRelation) -> ChainTables:
-        def rel(suffix: str, kind: str) -> BaseRelation:
-            return relation.incorporate(path={"identifier": name_of(relation) + suffix}, type=kind)
-
-        return cls(
-            view=relation.incorporate(type="view"),
-            snapshot=rel(SNAPSHOT_SUFFIX, "table"),
-            delta=rel(DELTA_SUFFIX, "table"),
-            stage=rel(STAGE_SUFFIX, "table"),
-            pub=rel(PUB_SUFFIX, "table"),
-            gc=rel(GC_SUFFIX, "table"),
-            lock=rel(LOCK_SUFFIX, "view"),
-            cmap=rel(MAP_SUFFIX, "table"),
-            cumulative=rel(CUMULATIVE_SUFFIX, "table"),
-        )
-
-    @classmethod
-    def of_branch(cls, branch: BaseRelation) -> ChainTables:
-        """The chain a branch table (`t__snapshot` or `t__delta`) belongs to."""
-        ident = name_of(branch)
-        for suffix in (SNAPSHOT_SUFFIX, DELTA_SUFFIX):
-            if ident.endswith(suffix):  # one suffix: a model may be named `orders__delta`
-                ident = ident[: -len(suffix)]
-                break
-        return cls.of(branch.incorporate(path={"identifier": ident}, type="view"))
-
-    def branch(self, name: str) -> BaseRelation:
-        return self.snapshot if name == "snapshot" else self.delta
+from dbt.adapters.chaintable.chain.tables import (
+    STAMP_COLUMN,
+    ChainTables,
+    listed,
+    name_of,
+    schema_of,
+)
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from dbt.adapters.chaintable.base.partitions import (
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.chain import lineage
-from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables, Loaded
+from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
+from dbt.adapters.chaintable.chain.tables import ChainTables
 from dbt.adapters.chaintable.compaction import policy
 from dbt.adapters.chaintable.compaction.plan import (
     plan_compaction,

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q
-from dbt.adapters.chaintable.chain.catalog import STAMP_COLUMN
 from dbt.adapters.chaintable.chain.sql import ChainSql
 from dbt.adapters.chaintable.chain.state import ReadPlan
+from dbt.adapters.chaintable.chain.tables import STAMP_COLUMN
 from dbt.adapters.chaintable.cumulative.plan import MASK_COLUMN, MASK_SHIFT, mask_key
 from dbt.adapters.chaintable.merge.rules import is_retract
 

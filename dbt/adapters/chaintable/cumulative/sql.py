@@ -10,8 +10,8 @@ from dbt.adapters.chaintable.base import statements
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql
-from dbt.adapters.chaintable.chain.catalog import STAMP_COLUMN
 from dbt.adapters.chaintable.chain.sql import ChainSql
+from dbt.adapters.chaintable.chain.tables import STAMP_COLUMN
 from dbt.adapters.chaintable.cumulative.plan import (
     MASK_COLUMN,
     Build,

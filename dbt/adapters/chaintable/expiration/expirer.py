@@ -15,7 +15,8 @@ from dbt.adapters.chaintable.base.partitions import ChainPlanError, Values, pars
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.base.values import ChainConfigError
-from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables, Loaded
+from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
+from dbt.adapters.chaintable.chain.tables import ChainTables
 from dbt.adapters.chaintable.expiration.plan import (
     ExpirationPlan,
     expirable,

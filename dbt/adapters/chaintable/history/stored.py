@@ -29,17 +29,11 @@ from dbt.adapters.chaintable.base.keys import P_CHANGES_COLUMNS, P_CHANGES_VOID
 from dbt.adapters.chaintable.base.partitions import ChainPlanError, Values, parse_partition_path
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql
-from dbt.adapters.chaintable.base.runner import logger
-from dbt.adapters.chaintable.chain.catalog import (
-    CHANGES_SUFFIX,
-    STAMP_COLUMN,
-    Catalog,
-    ChainTables,
-    Loaded,
-    name_of,
-)
+from dbt.adapters.chaintable.base.runner import LeaseLostError, logger
+from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.chain.lineage import compacted_of
 from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.chain.tables import CHANGES_SUFFIX, STAMP_COLUMN, ChainTables, name_of
 from dbt.adapters.chaintable.cumulative.plan import served_days
 from dbt.adapters.chaintable.history import sql
 from dbt.adapters.chaintable.history.plan import HistoryPlan, plan_history
@@ -279,6 +273,8 @@ class ChangesStore:
                     self._drop_table(loaded)
                 return
             stored = self._store(loaded, written, check)
+        except LeaseLostError:  # never passed over: the lock is another writer's
+            raise
         except (DbtRuntimeError, ChainPlanError) as e:
             logger.warning(f"{loaded.tables.view}: keeping the stored changes failed: {e}")
             return

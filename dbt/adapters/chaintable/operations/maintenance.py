@@ -12,7 +12,8 @@ from dbt.adapters.chaintable.base.partitions import (
     ChainPlanError,
     parse_partition_spec,
 )
-from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables
+from dbt.adapters.chaintable.chain.catalog import Catalog
+from dbt.adapters.chaintable.chain.tables import ChainTables
 from dbt.adapters.chaintable.compaction.compactor import Compactor
 from dbt.adapters.chaintable.cumulative.plan import served_days
 from dbt.adapters.chaintable.expiration.expirer import Expirer, parse_now

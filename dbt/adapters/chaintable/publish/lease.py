@@ -12,13 +12,8 @@ from contextlib import contextmanager
 
 from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base.properties import read_back
-from dbt.adapters.chaintable.base.runner import Runner, logger
-from dbt.adapters.chaintable.base.values import ChainConfigError
+from dbt.adapters.chaintable.base.runner import LeaseLostError, Runner, logger
 from dbt.adapters.chaintable.publish import safety
-
-
-class LeaseLostError(ChainConfigError):
-    """The holder could not renew its lease in time: it stops before it publishes anything."""
 
 
 class Heartbeat:
@@ -27,6 +22,7 @@ class Heartbeat:
     on each ALTER, so a renewal running beside the holder's own change could undo it."""
 
     def __init__(self, runner: Runner, lock: str, lease: dt.timedelta, owner: str):
+        # `owner`: the holder's writer token (safety.P_WRITER), unique to this hold of the lock
         self.runner, self.lock, self.lease, self.owner = runner, lock, lease, owner
         self._taken_by: str | None = None
         self.interval = lease.total_seconds() / safety.HEARTBEATS_PER_LEASE
@@ -69,6 +65,11 @@ class Heartbeat:
             )
         return None
 
+    def taken(self, props: dict[str, str] | None) -> None:
+        """The lock (its properties, None: gone) is no longer this holder's: every later
+        check() refuses."""
+        self._taken_by = (props or {}).get(safety.P_OWNER) or "(nobody: the lock is gone)"
+
     def check(self) -> None:
         """Refuse to go on when the lock may no longer be this holder's (lost())."""
         why = self.lost()
@@ -101,9 +102,8 @@ class Heartbeat:
                 return
             rows = self.runner.fetch(S.show_properties(self.lock))
             props = read_back(self.lock, [(str(k), str(v)) for k, v in rows])
-            holder = props.get(safety.P_OWNER)
-            if holder != self.owner:
-                self._taken_by = holder or "(nobody)"
+            if props.get(safety.P_WRITER) != self.owner:
+                self.taken(props)
                 return
             self.runner.run(S.set_view_properties(self.lock, safety.heartbeat(self.lease)))
         self._renewed = time.monotonic()

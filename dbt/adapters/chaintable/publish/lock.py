@@ -4,21 +4,38 @@ recovers after a crash (a bare stage directory, the snapshots a delta write inva
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import threading
+import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 
+from dbt_common.exceptions import DbtRuntimeError
+
 from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base.config import DEFAULT_LEASE
-from dbt.adapters.chaintable.base.failpoints import SimulatedCrash
+from dbt.adapters.chaintable.base.failpoints import SimulatedCrash, failpoint
 from dbt.adapters.chaintable.base.partitions import ChainPlanError, Values
-from dbt.adapters.chaintable.base.runner import logger
-from dbt.adapters.chaintable.chain.catalog import Catalog, ChainTables
+from dbt.adapters.chaintable.base.runner import LeaseLostError, logger
+from dbt.adapters.chaintable.chain.catalog import Catalog
+from dbt.adapters.chaintable.chain.tables import ChainTables
 from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.publish.lease import Heartbeat
 from dbt.adapters.chaintable.publish.recovery import Recovery
+
+# how long a writer that lost the race to break a stale lock looks for the winner's lock, to
+# name it: the winner creates it right after its rename
+WINNER_LOOKS, WINNER_WAIT = 5, 0.4
+# on the properties _acquire returns of a lock it broke: the view they were renamed to
+P_BROKEN = "chaintable.lock.broken-to"
+
+
+def _identity(props: Mapping[str, str]) -> tuple[str | None, ...]:
+    """What tells one hold of a lock from another (an older version wrote no writer token)."""
+    return tuple(props.get(k) for k in (safety.P_OWNER, safety.P_SINCE, safety.P_WRITER))
 
 
 class ChainLock:
@@ -52,7 +69,10 @@ class ChainLock:
         records of a run's bare stage directory (safety.P_STAGE_RUN, P_TARGET, P_PARTITION),
         so that whoever recovers after a crash finds it. `lease`: how long the lock stays
         valid after each renewal of its heartbeat, which a thread does while the holder works
-        (lease.py)."""
+        (lease.py). While it is held, every statement of this thread that changes the catalog
+        first checks that the lock is still this holder's (Runner.guard): a holder that lost
+        it stops there, and the lock and what it names are left to the one that holds it now.
+        Ending with the lock lost raises LeaseLostError, also when the work itself succeeded."""
         key, me = str(tables.lock), safety.Owner.me()
         # one holder per dbt invocation and thread: a nested operation of the same thread (a
         # run's automatic expiration) holds it already; another thread (--threads) does not
@@ -60,49 +80,86 @@ class ChainLock:
         if self._held.get(key) == holder:
             yield None
             return
-        broken = self._acquire(tables, operation, me, {**(stage or {}), **safety.heartbeat(lease)})
+        token = uuid.uuid4().hex[:16]  # this hold of the lock (safety.P_WRITER)
+        props = {**(stage or {}), **safety.heartbeat(lease), safety.P_WRITER: token}
+        broken = self._acquire(tables, operation, me, props)
         self._held[key] = holder
-        self._heartbeats[key] = Heartbeat(self.catalog.runner, key, lease, me.text())
-        self._heartbeats[key].start()
+        beat = self._heartbeats[key] = Heartbeat(self.catalog.runner, key, lease, token)
+        beat.start()
+        with self.catalog.runner.guard(beat.check):
+            try:
+                names = self._recover(tables, broken)
+                yield names
+            except SimulatedCrash:
+                self._release(key)
+                raise
+            except Exception:
+                self._after_failure(tables, key)
+                raise
+            except BaseException:  # interrupted: the lock stays for the next writer to recover
+                self._release(key)
+                raise
+            try:
+                if self._lost(key) is None:
+                    self._unlock(tables)
+            finally:
+                lost = self._lost(key)
+                self._release(key)
+            if lost is not None:
+                raise LeaseLostError(
+                    f"{tables.view}: {lost}; the {operation} stopped before its next catalog "
+                    "change and left the lock to the next writer: run it again"
+                )
+
+    def _after_failure(self, tables: ChainTables, key: str) -> None:
+        """A failed write leaves nothing behind, unless the lock may be another writer's now; a
+        recovery that fails keeps the lock and what it names for the next writer."""
         try:
-            if broken and broken.get(safety.P_INVALIDATES):
-                # on this lock until the recovery below has finished it: a failure or crash in
-                # between leaves it to the next writer
-                self._name(tables, {safety.P_INVALIDATES: broken[safety.P_INVALIDATES]})
-            yield self._recover(tables, broken)
-        except SimulatedCrash:
+            if self._lost(key) is None:
+                self._recover(tables, self._records(key))
+                self._unlock(tables)
+        finally:
             self._release(key)
-            raise
-        except Exception:
-            lost = self._lost(key)
-            own = self._release(key)
-            if lost is None:  # else the lock and what it names may be another writer's now
-                self._recover(tables, own)  # a refused or failed write leaves nothing behind
-                # (a recovery that fails keeps the lock and what it names for the next writer)
-                self.run(S.drop_view(str(tables.lock)))
-            raise
-        except BaseException:  # interrupted: the lock stays for the next writer to recover
-            self._release(key)
-            raise
-        lost = self._lost(key)
-        self._release(key)
-        if lost is None:
-            self.run(S.drop_view(str(tables.lock)))
-        else:
-            logger.warning(f"{tables.view}: {lost}; the lock is left to the next writer")
+
+    def _unlock(self, tables: ChainTables) -> None:
+        """Drop the lock if it is still this holder's, as the catalog says (not the heartbeat's
+        last look): a lock another writer took over stays."""
+        self.verify(tables)
+        self.run(S.drop_view(str(tables.lock)))
+
+    def verify(self, tables: ChainTables) -> None:
+        """Refuse (LeaseLostError) unless the catalog's lock is this holder's: before the first
+        catalog change of a publish and before the lock is dropped. A lock another writer took
+        between two renewals of the heartbeat is seen here, not at the next renewal."""
+        key = str(tables.lock)
+        beat = self._heartbeats.get(key)
+        if beat is None:
+            return
+        beat.check()
+        try:
+            props: dict[str, str] | None = self.catalog.properties(tables.lock)
+        except DbtRuntimeError:  # gone (or unreadable: not known to be this holder's)
+            props = None
+        if (props or {}).get(safety.P_WRITER) != beat.owner:
+            beat.taken(props)
+            beat.check()
 
     def staged(self, tables: ChainTables, record: Mapping[str, str]) -> None:
         """The run holding the lock wrote the bare stage directory its lock names (`record`:
         the lock's stage properties): a failure before its publish deletes it."""
         self._stages[str(tables.lock)] = dict(record)
 
-    def _release(self, key: str) -> dict[str, str]:
-        """Forget holding lock `key` and stop renewing it; returns what it recorded of a bare
-        stage directory and of the snapshot partitions its run invalidates."""
+    def _release(self, key: str) -> None:
+        """Forget holding lock `key` and stop renewing it."""
         self._held.pop(key, None)
+        self._records(key)
         beat = self._heartbeats.pop(key, None)
         if beat is not None:
             beat.stop()
+
+    def _records(self, key: str) -> dict[str, str]:
+        """What lock `key` recorded of a bare stage directory and of the snapshot partitions its
+        run invalidates, forgotten."""
         return {**self._stages.pop(key, {}), **self._invalidations.pop(key, {})}
 
     def invalidating(
@@ -135,13 +192,14 @@ class ChainLock:
         return beat.lost() if beat is not None else None
 
     def check_lease(self, lock: str) -> None:
-        """Refuse to publish when this process could not renew `lock` in time (lease.py)."""
+        """Refuse to go on when this process could not renew `lock` in time (lease.py)."""
         beat = self._heartbeats.get(lock)
         if beat is not None:
             beat.check()
 
     def _name(self, tables: ChainTables, record: Mapping[str, str]) -> None:
         lock = str(tables.lock)
+        self.verify(tables)  # never onto a lock another writer holds now
         self._alter_lock(lock, S.set_view_properties(lock, record))
         self._invalidations[lock] = dict(record)
 
@@ -155,7 +213,8 @@ class ChainLock:
     def _acquire(
         self, tables: ChainTables, operation: str, me: safety.Owner, stage: Mapping[str, str]
     ) -> dict[str, str] | None:
-        """Take the lock; returns the properties of a stale lock it broke (None: none)."""
+        """Take the lock; returns the properties of a stale lock it broke (None: none), which
+        name the renamed view that still holds them (P_BROKEN)."""
         now = dt.datetime.now().replace(microsecond=0)
         props = {
             safety.P_OWNER: me.text(),
@@ -174,25 +233,90 @@ class ChainLock:
                 holder = self.catalog.properties(tables.lock)
                 why = safety.lock_is_stale(holder, me, now)
                 if why is None or attempt == 2:
-                    raise ChainPlanError(
-                        f"{tables.view} is locked: {safety.lock_holder_text(holder)} is writing "
-                        f"it, so this {operation} did not start and wrote nothing; retry when it "
-                        f"is done (if that process is gone for good: DROP VIEW {tables.lock})"
-                    ) from None
+                    raise self._locked(tables, operation, holder) from None
                 logger.info(
                     f"{tables.view}: breaking the lock of {safety.lock_holder_text(holder)}: {why}"
                 )
-                self.run(S.drop_view(str(tables.lock)))
-                broken = holder
+                failpoint("lock.break")
+                broken = self._break(tables, operation, holder, props[safety.P_WRITER])
         return broken  # pragma: no cover - the second attempt returns or raises
 
+    def _break(
+        self, tables: ChainTables, operation: str, holder: Mapping[str, str], writer: str
+    ) -> dict[str, str]:
+        """Break the stale lock whose properties are `holder`: rename it to a name of this
+        writer's own. A rename takes one view, so of writers racing to break the same lock
+        exactly one renames it; the others find nothing to rename and are refused. The renamed
+        view keeps the dead run's record until its recovery is done (_recover)."""
+        claim = tables.broken_lock(writer)
+        try:
+            self.run(S.rename_view(str(tables.lock), str(claim)))
+        except DbtRuntimeError:
+            raise self._locked(tables, operation, self._winner(tables), holder) from None
+        taken = self.catalog.properties(claim)
+        if _identity(taken) != _identity(holder):
+            # between the look and the rename another writer broke the stale lock and took a
+            # fresh one: that one was renamed; it goes back, and this writer stands aside
+            # (a third writer may hold the lock by now: then the holder the rename took finds
+            # its lock gone before its next publish (verify), and the renamed view is
+            # recovered once stale, as any broken lock)
+            with contextlib.suppress(DbtRuntimeError):
+                self.run(S.rename_view(str(claim), str(tables.lock)))
+            raise self._locked(tables, operation, taken)
+        return {**taken, P_BROKEN: str(claim)}
+
+    def _winner(self, tables: ChainTables) -> dict[str, str] | None:
+        """The lock of the writer that broke a stale lock first, once it has taken it (it
+        renames the stale one, then creates its own: a moment apart); None if not yet."""
+        for _ in range(WINNER_LOOKS):
+            try:
+                return self.catalog.properties(tables.lock)
+            except DbtRuntimeError:
+                time.sleep(WINNER_WAIT)
+        return None
+
+    def _locked(
+        self,
+        tables: ChainTables,
+        operation: str,
+        holder: Mapping[str, str] | None,
+        broken: Mapping[str, str] | None = None,
+    ) -> ChainPlanError:
+        """The refusal naming the lock's `holder`, or (None) saying that another writer broke
+        the stale lock `broken` first."""
+        what = (
+            f"{safety.lock_holder_text(holder)} is writing it"
+            if holder is not None
+            else f"another writer broke the stale lock of {safety.lock_holder_text(broken or {})} "
+            "first"
+        )
+        return ChainPlanError(
+            f"{tables.view} is locked: {what}, so this {operation} did not start and wrote "
+            f"nothing; retry when it is done (if that process is gone for good: DROP VIEW "
+            f"{tables.lock})"
+        )
+
     def _recover(self, tables: ChainTables, lock: Mapping[str, str] | None) -> frozenset[str]:
-        """The recovery of what the unfinished write holding `lock` left; the invalidation it
-        carried is then done, and the lock forgets it."""
+        """The recovery of what the unfinished write holding `lock` left (the lock this writer
+        broke, or its own after a failure), then of every other broken lock left by a writer
+        that broke one and stopped before it recovered it, once that is stale too (a lock a
+        writer renamed by mistake and could not give back belongs to a live holder until
+        then). Returns the chain's names without the broken locks."""
         names = self.recovery.recover(tables, lock)
         if lock and lock.get(safety.P_INVALIDATES):
-            self.invalidated(tables)  # carried on this lock until now (locked)
-        return names
+            self.invalidated(tables)  # the lock's own record, carried until now
+        done = [lock[P_BROKEN]] if lock and lock.get(P_BROKEN) else []
+        me, now = safety.Owner.me(), dt.datetime.now().replace(microsecond=0)
+        ours = {n.split(".")[-1].strip("`").lower() for n in done}
+        for name in sorted(set(tables.scratch(names)) - ours):
+            view = tables.lock.incorporate(path={"identifier": name})
+            props = self.catalog.properties(view)
+            if safety.lock_is_stale(props, me, now) is not None:
+                self.recovery.recover(tables, props)
+                done.append(str(view))
+        for view_name in done:
+            self.run(S.drop_view(view_name))
+        return frozenset(n for n in names if n not in set(tables.scratch(names)))
 
     def record_stage(self, tables: ChainTables, record: Mapping[str, str]) -> None:
         """Add `record` to what the lock names of the run's bare stage directory."""

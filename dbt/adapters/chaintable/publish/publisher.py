@@ -21,11 +21,8 @@ from dbt.adapters.chaintable.base.partitions import (
     format_partition,
 )
 from dbt.adapters.chaintable.base.versions import version_location
-from dbt.adapters.chaintable.chain.catalog import (
-    Catalog,
-    ChainTables,
-    Loaded,
-)
+from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
+from dbt.adapters.chaintable.chain.tables import ChainTables
 from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.publish.lock import ChainLock
 from dbt.adapters.chaintable.publish.recovery import Recovery
@@ -138,7 +135,7 @@ class Publisher:
         the delta branch)."""
         cat, have = self.catalog, set(existing)
         known = dict(directories or {})
-        self.lock.check_lease(str(ChainTables.of_branch(target).lock))
+        self.lock.verify(ChainTables.of_branch(target))
         props = self._new_generations(target, partition_by, parts, existing)
         replaced = {
             format_partition(partition_by, part): cat.partition_location(target, partition_by, part)

@@ -16,13 +16,9 @@ from dbt.adapters.chaintable.base import versions
 from dbt.adapters.chaintable.base.partitions import Values, parse_partition_path
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.base.versions import in_version, is_version, version_location
-from dbt.adapters.chaintable.chain.catalog import (
-    CHAIN_PATTERN,
-    Catalog,
-    ChainTables,
-    name_of,
-    schema_of,
-)
+from dbt.adapters.chaintable.chain.catalog import Catalog
+from dbt.adapters.chaintable.chain.tables import BROKEN_LOCK_SUFFIX as BROKEN
+from dbt.adapters.chaintable.chain.tables import CHAIN_PATTERN, ChainTables, name_of, schema_of
 from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.view.writer import ViewWriter
@@ -43,8 +39,10 @@ class Recovery:
         """Remove what an unfinished write left: its scratch tables and every directory of theirs
         that no partition of the branches references. Referenced ones were published: keep.
         `lock`: the properties of the lock the unfinished write held, which name its bare stage
-        directory if it had one. Returns the lower-case names of the chain's tables but the
-        scratch ones it dropped."""
+        directory if it had one. Every writer's stage and pub tables count: recovery runs
+        under the lock, so they were left by a writer that is gone or no longer holds it.
+        Returns the lower-case names of the chain's tables but the scratch ones it dropped (the
+        broken locks stay in it)."""
         present = self.catalog.names_like(
             schema_of(tables.view), name_of(tables.view) + CHAIN_PATTERN
         )
@@ -54,9 +52,11 @@ class Recovery:
         if run_id and branch and branch.rsplit(".", 1)[-1].strip("`").lower() in present:
             garbage += self._unpublished_directory(branch, run_id, lock.get(safety.P_PARTITION))
             garbage += self._switched_away(branch, json.loads(lock.get(safety.P_REPLACES, "{}")))
-        for rel in (tables.stage, tables.pub):
-            if name_of(rel).lower() not in present:
-                continue
+        gc = name_of(tables.gc).lower()
+        scratch = set(tables.scratch(present))
+        broken = {n for n in scratch if n.startswith(name_of(tables.view).lower() + BROKEN)}
+        for name in sorted(scratch - broken - {gc}):  # stages and pubs, of any writer
+            rel = tables.stage.incorporate(path={"identifier": name})
             props = self.catalog.properties(rel)
             target = props.get(safety.P_TARGET)
             if target:
@@ -65,10 +65,10 @@ class Recovery:
                     target, json.loads(props.get(safety.P_REPLACES, "{}"))
                 )
             self.run(S.drop_table(str(rel)))
-        if garbage or name_of(tables.gc).lower() in present:
+        if garbage or gc in present:
             self.gc(tables, garbage)
-        scratch = {name_of(r).lower() for r in (tables.stage, tables.pub, tables.gc)}
-        names = frozenset(present - scratch)
+        # broken locks stay listed: the lock recovers each once it is stale (lock.py)
+        names = frozenset(present - (scratch - broken))
         if lock.get(safety.P_INVALIDATES):
             self._finish_invalidation(tables, json.loads(lock[safety.P_INVALIDATES]), names)
         return names

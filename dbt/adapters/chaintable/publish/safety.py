@@ -36,6 +36,10 @@ from dataclasses import dataclass
 P_OWNER = "chaintable.lock.owner"
 P_SINCE = "chaintable.lock.since"
 P_OPERATION = "chaintable.lock.operation"
+# a token unique to one hold of the lock: whoever breaks or releases a lock, renews its heartbeat
+# or publishes under it compares it, never the owner's text (the threads of one dbt invocation
+# share that)
+P_WRITER = "chaintable.lock.writer"
 P_TARGET = "chaintable.stage.target"
 P_REPLACES = "chaintable.stage.replaces"  # {partition path: directory it had before the switch}
 # the one partition of its target that a run's bare stage directory holds (on the lock; an

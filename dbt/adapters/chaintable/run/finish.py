@@ -14,7 +14,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.partitions import Values, default_partition_directories
-from dbt.adapters.chaintable.base.runner import logger
+from dbt.adapters.chaintable.base.runner import LeaseLostError, logger
 from dbt.adapters.chaintable.chain.catalog import METADATA_CACHE_TTL, Catalog, Loaded
 from dbt.adapters.chaintable.compaction.compactor import Compactor
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator, Prebuilt
@@ -222,6 +222,8 @@ class Finisher:
         if rule is not None and rule.mode == "inline":
             try:
                 self.compactor.compact_due(loaded, f"'{run.model}'")
+            except LeaseLostError:  # the lock is another writer's: nothing to recover here
+                raise
             except DbtRuntimeError as e:
                 self.publisher.recovery.recover(
                     run.tables

@@ -14,8 +14,9 @@ from dbt.adapters.chaintable.base.config import ModelSettings
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.versions import version_location
-from dbt.adapters.chaintable.chain.catalog import ChainTables, Loaded, name_of
+from dbt.adapters.chaintable.chain.catalog import Loaded
 from dbt.adapters.chaintable.chain.state import ChainState
+from dbt.adapters.chaintable.chain.tables import ChainTables, name_of
 from dbt.adapters.chaintable.cumulative.plan import Build
 
 Columns = Sequence[tuple[str, str]]

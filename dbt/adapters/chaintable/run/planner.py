@@ -17,7 +17,8 @@ from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import is_string_type
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.base.values import ChainConfigError
-from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded, listed
+from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
+from dbt.adapters.chaintable.chain.tables import listed
 from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator, Prebuilt
 from dbt.adapters.chaintable.cumulative.plan import Build

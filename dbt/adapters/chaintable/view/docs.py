@@ -11,13 +11,13 @@ from typing import Any
 
 from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base.config import ModelSettings
-from dbt.adapters.chaintable.chain.catalog import (
+from dbt.adapters.chaintable.chain.catalog import Catalog
+from dbt.adapters.chaintable.chain.tables import (
     CHANGES_SUFFIX,
     CUMULATIVE_SUFFIX,
     DELTA_SUFFIX,
     MAP_SUFFIX,
     SNAPSHOT_SUFFIX,
-    Catalog,
     ChainTables,
 )
 
