@@ -54,6 +54,7 @@ def deterministic(monkeypatch):
     counter = itertools.count(1)
     monkeypatch.setattr(versions, "new_run_id", lambda now=None: f"RUN{next(counter):04d}")
     monkeypatch.setattr(safety.Owner, "me", classmethod(lambda cls: cls("host", 42, "inv")))
+    monkeypatch.setattr(versions, "writer_id", lambda: "w1")
     monkeypatch.delenv("CHAINTABLE_FAILPOINT", raising=False)
 
 
@@ -86,9 +87,11 @@ def chain(
 
 def normalized(statements: list[str]) -> str:
     text = "\n;\n".join(statements) + "\n"
-    # the lock's start and the run's expiration check carry the wall clock
+    # the lock's start and the run's expiration check carry the wall clock, the lock's writer
+    # token is random
     return re.sub(
-        r"'(chaintable\.lock\.since|chaintable\.lock\.heartbeat|chaintable\.last-expire-check)' = '[^']*'",
+        r"'(chaintable\.lock\.since|chaintable\.lock\.heartbeat|chaintable\.last-expire-check"
+        r"|chaintable\.lock\.writer)' = '[^']*'",
         r"'\1' = '<now>'",
         text,
     )
@@ -172,7 +175,7 @@ def test_compaction_into_a_bucketed_snapshot_keeps_the_buckets_layout():
         s for s in conns.statements if s.startswith("INSERT OVERWRITE TABLE s.t__chain_pub")
     )
     assert "DISTRIBUTE BY" not in insert and "SORT BY" not in insert
-    assert insert.startswith("INSERT OVERWRITE TABLE s.t__chain_pub PARTITION (`region`, `dt`)")
+    assert insert.startswith("INSERT OVERWRITE TABLE s.t__chain_pub_w1 PARTITION (`region`, `dt`)")
 
 
 def test_expiration_drops_deltas_then_snapshots():
@@ -355,7 +358,7 @@ def test_a_bucketed_chain_stages_its_one_partition_in_a_bucketed_table():
     assert "LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0002'" in create
     lock = next(s for s in conns.statements if s.startswith("CREATE VIEW s.t__chain_lock"))
     assert "'chaintable.stage.run' = 'RUN0001'" in lock
-    assert "DROP TABLE IF EXISTS s.t__chain_stage" in conns.statements
+    assert "DROP TABLE IF EXISTS s.t__chain_stage_w1" in conns.statements
 
 
 INT_DT = [(c, "int" if c == "dt" else t) for c, t in COLUMNS]

@@ -1,4 +1,4 @@
-CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.heartbeat' = '<now>', 'chaintable.lock.lease' = '300', 'chaintable.lock.operation' = 'compact_chain', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>') AS SELECT 1 AS locked
+CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.heartbeat' = '<now>', 'chaintable.lock.lease' = '300', 'chaintable.lock.operation' = 'compact_chain', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>', 'chaintable.lock.writer' = '<now>', 'chaintable.written.1861b0cb325e72b53437e46e36f860c434266b7f' = 'none', 'chaintable.written.4e0c1a3adf08da41f1e1ed6dcaea03210b387ef4' = 'none', 'chaintable.written.8ac7757c318412ecbaef7aa139f6ca1f8cdb82fd' = 'none', 'chaintable.written.a4e89a942c7b33b4036ae455691f7eeda072c65a' = 'none', 'chaintable.written.d94c98128272427685f1744ed56ec89694ae9465' = 'none', 'chaintable.written.dd7afcc19681ed6ee45ccb1960c91adc611c99ac' = 'none') AS SELECT 1 AS locked
 ;
 SHOW TABLES IN s LIKE 't__*'
 ;
@@ -12,39 +12,41 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
-DROP TABLE IF EXISTS s.t__chain_pub
+DROP TABLE IF EXISTS s.t__chain_pub_w1
 ;
 DESCRIBE FORMATTED s.t__snapshot
 ;
-CREATE TABLE s.t__chain_pub (`id` int, `v` string, `op` string, `seq` bigint, `region` string, `dt` string)
+CREATE TABLE s.t__chain_pub_w1 (`id` int, `v` string, `op` string, `seq` bigint, `region` string, `dt` string)
 USING parquet
 OPTIONS ('partitionOverwriteMode' = 'dynamic')
 PARTITIONED BY (`region`, `dt`)
 LOCATION 'file:/warehouse/s.db/t__snapshot/_chain_v/RUN0001'
-TBLPROPERTIES ('chaintable.stage.target' = 's.t__snapshot')
+TBLPROPERTIES ('chaintable.stage.target' = 's.t__snapshot', 'chaintable.written.36718ac33df575aed6629bbb899cf94b276c4798' = 'none')
 ;
-INSERT OVERWRITE TABLE s.t__chain_pub PARTITION (`region`, `dt`)
+INSERT OVERWRITE TABLE s.t__chain_pub_w1 PARTITION (`region`, `dt`)
 SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, '20250104' AS `dt` FROM (SELECT __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` IN ('CN', 'US') AND `dt` = '20250101')) __a LEFT ANTI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` IN ('CN', 'US') AND `dt` IN ('20250102', '20250103', '20250104'))) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region`) __m
 UNION ALL
 SELECT `id`, `v`, `op`, `seq`, `region`, '20250104' AS `dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` IN ('CN', 'US') AND `dt` = '20250101')) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` IN ('CN', 'US') AND `dt` IN ('20250102', '20250103', '20250104'))) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` IN ('CN', 'US') AND `dt` IN ('20250102', '20250103', '20250104'))) __e) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __m) __k DISTRIBUTE BY `id` SORT BY `region`, `dt`, `id`) __src
 ;
-SHOW PARTITIONS s.t__chain_pub
+SHOW PARTITIONS s.t__chain_pub_w1
 ;
-INSERT OVERWRITE TABLE s.t__chain_pub PARTITION (`region` = 'CN', `dt` = '20250104') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__chain_pub_w1 PARTITION (`region` = 'CN', `dt` = '20250104') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
 ;
-INSERT OVERWRITE TABLE s.t__chain_pub PARTITION (`region` = 'US', `dt` = '20250104') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__chain_pub_w1 PARTITION (`region` = 'US', `dt` = '20250104') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
+;
+SHOW TBLPROPERTIES s.t__chain_lock
 ;
 SHOW TBLPROPERTIES s.t__snapshot
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.snapshot-generations' = '{"region=CN/dt=20250104":"RUN0002","region=US/dt=20250104":"RUN0002"}')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.snapshot-generations' = '{"region=CN/dt=20250104":"RUN0002","region=US/dt=20250104":"RUN0002"}', 'chaintable.written.434817b4f5077fe7380279338c37b7ae661c4c4d' = 'none')
 ;
 ALTER TABLE s.t__snapshot ADD PARTITION (`region` = 'CN', `dt` = '20250104') LOCATION 'file:/warehouse/s.db/t__snapshot/_chain_v/RUN0001/region=CN/dt=20250104' PARTITION (`region` = 'US', `dt` = '20250104') LOCATION 'file:/warehouse/s.db/t__snapshot/_chain_v/RUN0001/region=US/dt=20250104'
 ;
-DROP TABLE IF EXISTS s.t__chain_pub
+DROP TABLE IF EXISTS s.t__chain_pub_w1
 ;
 SELECT `region`, `dt`, count(*), max(CAST(`seq` AS BIGINT)) FROM s.t__snapshot WHERE (`region` IN ('CN', 'US') AND `dt` = '20250104') GROUP BY `region`, `dt`
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.compacted' = '{"region=CN/dt=20250104":["RUN0002","region=CN/dt=20250101",null,"e448782f8324c4b6"],"region=US/dt=20250104":["RUN0002","region=US/dt=20250101",null,"200a80b927661041"]}')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.compacted' = '{"region=CN/dt=20250104":["RUN0002","region=CN/dt=20250101",null,"e448782f8324c4b6"],"region=US/dt=20250104":["RUN0002","region=US/dt=20250101",null,"200a80b927661041"]}', 'chaintable.written.07cd312c781a053aa769bd24996af0d0195569ce' = 'none')
 ;
 CREATE TABLE s.t__cumulative (`id` int, `v` string, `op` string, `seq` bigint, `ct__mask` bigint, `region` string, `dt` string, `ct__stamp` string)
 USING parquet
@@ -53,7 +55,7 @@ PARTITIONED BY (`region`, `dt`, `ct__stamp`)
 ;
 DESCRIBE FORMATTED s.t__cumulative
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.cumulative-layout' = 'mask', 'chaintable.cumulative-location' = 'file:/warehouse/s.db/t__cumulative')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.cumulative-layout' = 'mask', 'chaintable.cumulative-location' = 'file:/warehouse/s.db/t__cumulative', 'chaintable.written.402299416743c31dec97622167acec6556be66e7' = 'none', 'chaintable.written.9c9587377019bad1b87246e8ce2bf2f3336b7ab6' = 'none')
 ;
 INSERT OVERWRITE DIRECTORY 'file:/warehouse/s.db/t__cumulative/_chain_v/397aefde7fea5963' USING parquet
 SELECT CAST(`id` AS int) AS `id`, CAST(`v` AS string) AS `v`, CAST(`op` AS string) AS `op`, CAST(`seq` AS bigint) AS `seq`, CASE WHEN `id` = __first THEN __mask END AS `ct__mask` FROM (SELECT *, bit_or(shiftleft(1L, CAST(CAST(`id` AS BIGINT) & 63 AS INT))) OVER (PARTITION BY `region`, shiftright(CAST(`id` AS BIGINT), 6)) AS __mask, min(`id`) OVER (PARTITION BY `region`, shiftright(CAST(`id` AS BIGINT), 6)) AS __first FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `region`, shiftright(CAST(`id` AS BIGINT), 6), `id` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250105')) __e UNION ALL SELECT /*+ BROADCAST(__t) */ __a.`id`, NULL AS `v`, NULL AS `op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250104')) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` = '20250105')) __dk) __t ON __a.`id` = __t.`id` AND __a.`region` = __t.`region`) __s) __q DISTRIBUTE BY `region`, shiftright(CAST(`id` AS BIGINT), 6)) __p) __r WHERE __chain_ord = 1 AND NOT __chain_anchor) __w) __b
@@ -93,8 +95,10 @@ SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` FROM (SELECT /*
 UNION ALL
 SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__cumulative __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'cumulative') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt` AND __b.`ct__stamp` = __m.`ct__stamp`) __c WHERE NOT coalesce(`op` IN ('-U', '-D'), false)) __g) __v WHERE coalesce((`dt` >= '20250102' AND `dt` <= '20250103') OR (`dt` >= '20250105' AND `dt` <= '20250107'), false)
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 ab721ee9c98bf0a8')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 ab721ee9c98bf0a8', 'chaintable.written.670a4fd92544ba849b379232e46843eea3f68f6c' = 'none')
 ;
 SHOW TBLPROPERTIES s.t__snapshot
+;
+SHOW TBLPROPERTIES s.t__chain_lock
 ;
 DROP VIEW IF EXISTS s.t__chain_lock

@@ -1,6 +1,8 @@
 SHOW TABLES IN s LIKE 't__snapshot|t__delta'
 ;
-CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.heartbeat' = '<now>', 'chaintable.lock.lease' = '300', 'chaintable.lock.operation' = 'run of model \'t\'', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>') AS SELECT 1 AS locked
+SHOW PARTITIONS s.t__snapshot
+;
+CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.heartbeat' = '<now>', 'chaintable.lock.lease' = '300', 'chaintable.lock.operation' = 'run of model \'t\'', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>', 'chaintable.lock.writer' = '<now>', 'chaintable.written.1861b0cb325e72b53437e46e36f860c434266b7f' = 'none', 'chaintable.written.4e0c1a3adf08da41f1e1ed6dcaea03210b387ef4' = 'none', 'chaintable.written.8ac7757c318412ecbaef7aa139f6ca1f8cdb82fd' = 'none', 'chaintable.written.a4e89a942c7b33b4036ae455691f7eeda072c65a' = 'none', 'chaintable.written.d94c98128272427685f1744ed56ec89694ae9465' = 'none', 'chaintable.written.dd7afcc19681ed6ee45ccb1960c91adc611c99ac' = 'none') AS SELECT 1 AS locked
 ;
 SHOW TABLES IN s LIKE 't__*'
 ;
@@ -10,18 +12,18 @@ DESCRIBE QUERY SELECT * FROM s.src
 ;
 DESCRIBE FORMATTED s.t__delta
 ;
-CREATE TABLE s.t__chain_stage
+CREATE TABLE s.t__chain_stage_w1
 USING parquet
 OPTIONS ('partitionOverwriteMode' = 'dynamic')
 PARTITIONED BY (`region`, `dt`)
 LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001'
-TBLPROPERTIES ('chaintable.stage.target' = 's.t__delta')
+TBLPROPERTIES ('chaintable.stage.target' = 's.t__delta', 'chaintable.written.36718ac33df575aed6629bbb899cf94b276c4798' = 'none')
 AS
 SELECT * FROM s.src
 ;
-DESCRIBE TABLE s.t__chain_stage
+DESCRIBE TABLE s.t__chain_stage_w1
 ;
-SELECT CAST(`region` AS STRING), CAST(`dt` AS STRING), count(*), count(DISTINCT `id`, `region`), count_if(`id` IS NULL OR `region` IS NULL OR `dt` IS NULL), count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), count_if(false), NOT ((`dt` = '20250111')), min(CAST(`seq` AS BIGINT)), count_if(`seq` IS NULL) FROM (SELECT * FROM s.t__chain_stage) __s GROUP BY `region`, `dt`
+SELECT CAST(`region` AS STRING), CAST(`dt` AS STRING), count(*), count(DISTINCT `id`, `region`), count_if(`id` IS NULL OR `region` IS NULL OR `dt` IS NULL), count_if(NOT coalesce(`op` IN ('+I', '-U', '+U', '-D'), false)), count_if(false), NOT ((`dt` = '20250111')), min(CAST(`seq` AS BIGINT)), count_if(`seq` IS NULL) FROM (SELECT * FROM s.t__chain_stage_w1) __s GROUP BY `region`, `dt`
 ;
 DESCRIBE TABLE s.t__snapshot
 ;
@@ -29,11 +31,13 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
-INSERT OVERWRITE TABLE s.t__chain_stage PARTITION (`region` = 'US', `dt` = '20250111') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
+INSERT OVERWRITE TABLE s.t__chain_stage_w1 PARTITION (`region` = 'US', `dt` = '20250111') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
+;
+SHOW TBLPROPERTIES s.t__chain_lock
 ;
 ALTER TABLE s.t__delta ADD PARTITION (`region` = 'CN', `dt` = '20250111') LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001/region=CN/dt=20250111' PARTITION (`region` = 'US', `dt` = '20250111') LOCATION 'file:/warehouse/s.db/t__delta/_chain_v/RUN0001/region=US/dt=20250111'
 ;
-DROP TABLE IF EXISTS s.t__chain_stage
+DROP TABLE IF EXISTS s.t__chain_stage_w1
 ;
 SELECT count(*) FROM s.t__delta WHERE (`region` IN ('CN', 'US') AND `dt` = '20250111')
 ;
@@ -44,7 +48,7 @@ PARTITIONED BY (`region`, `dt`, `ct__stamp`)
 ;
 DESCRIBE FORMATTED s.t__cumulative
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.cumulative-layout' = 'mask', 'chaintable.cumulative-location' = 'file:/warehouse/s.db/t__cumulative')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.cumulative-layout' = 'mask', 'chaintable.cumulative-location' = 'file:/warehouse/s.db/t__cumulative', 'chaintable.written.402299416743c31dec97622167acec6556be66e7' = 'none', 'chaintable.written.9c9587377019bad1b87246e8ce2bf2f3336b7ab6' = 'none')
 ;
 INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region`, `dt`, `ct__stamp`) (`id`, `v`, `op`, `seq`, `ct__mask`, `region`, `dt`, `ct__stamp`)
 SELECT CAST(`id` AS int) AS `id`, CAST(`v` AS string) AS `v`, CAST(`op` AS string) AS `op`, CAST(`seq` AS bigint) AS `seq`, CASE WHEN `id` = __first THEN __mask END AS `ct__mask`, `region`, '20250111' AS `dt`, CASE WHEN (`region` = 'CN') THEN '01c2f1eb9ff590da' WHEN (`region` = 'US') THEN '302087a0da890e2b' END FROM (SELECT *, bit_or(shiftleft(1L, CAST(CAST(`id` AS BIGINT) & 63 AS INT))) OVER (PARTITION BY `region`, shiftright(CAST(`id` AS BIGINT), 6)) AS __mask, min(`id`) OVER (PARTITION BY `region`, shiftright(CAST(`id` AS BIGINT), 6)) AS __first FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `region`, shiftright(CAST(`id` AS BIGINT), 6), `id` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250109', '20250110')) OR (`region` IN ('CN', 'US') AND `dt` = '20250111') OR (`region` = 'US' AND `dt` IN ('20250102', '20250103', '20250104'))) __e UNION ALL SELECT /*+ BROADCAST(__t) */ __a.`id`, NULL AS `v`, NULL AS `op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` = 'CN' AND `dt` = '20250108') OR (`region` = 'US' AND `dt` = '20250101')) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` = 'CN' AND `dt` IN ('20250109', '20250110')) OR (`region` IN ('CN', 'US') AND `dt` = '20250111') OR (`region` = 'US' AND `dt` IN ('20250102', '20250103', '20250104'))) __dk) __t ON __a.`id` = __t.`id` AND __a.`region` = __t.`region`) __s) __q DISTRIBUTE BY `region`, shiftright(CAST(`id` AS BIGINT), 6)) __p) __r WHERE __chain_ord = 1 AND NOT __chain_anchor) __w) __b
@@ -87,7 +91,7 @@ SELECT `id`, `v`, `op`, `seq`, `region`, '20250111' AS `dt` FROM (SELECT 1 AS __
 UNION ALL
 SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` FROM (SELECT /*+ BROADCAST(__d) */ __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, __a.`ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__snapshot __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0002' AND `ct__branch` = 'snapshot') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __a LEFT ANTI JOIN (SELECT DISTINCT `id`, `region`, `ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0002' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` AND __a.`ct__target_dt` = __d.`ct__target_dt` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region`, `ct__target_dt` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT /*+ BROADCAST(__d) */ __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, __a.`ct__target_dt`, true AS __chain_anchor FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__snapshot __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0002' AND `ct__branch` = 'snapshot') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region`, `ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0002' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` AND __a.`ct__target_dt` = __d.`ct__target_dt` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt`, false AS __chain_anchor FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0002' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __e) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __g) __v WHERE coalesce((`dt` >= '20250102' AND `dt` <= '20250107') OR (`dt` = '20250109'), false)
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0002 3193c4a484bb7584')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0002 3193c4a484bb7584', 'chaintable.written.670a4fd92544ba849b379232e46843eea3f68f6c' = 'none')
 ;
 SHOW TABLES IN s LIKE 't__snapshot|t__cumulative|t__chain_map'
 ;
@@ -101,7 +105,7 @@ SHOW PARTITIONS s.t__delta
 ;
 SHOW PARTITIONS s.t__cumulative
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.history-start' = '{"region=CN":"dt=20250108"}')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.history-start' = '{"region=CN":"dt=20250108"}', 'chaintable.written.2c4ceb631bae9df509ab1240f8c251bf070a9777' = 'none')
 ;
 SHOW PARTITIONS s.t__chain_map
 ;
@@ -122,12 +126,14 @@ SELECT `id`, `v`, `op`, `seq`, `region`, '20250111' AS `dt` FROM (SELECT 1 AS __
 UNION ALL
 SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` FROM (SELECT /*+ BROADCAST(__d) */ __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, __a.`ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__snapshot __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'snapshot') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __a LEFT ANTI JOIN (SELECT DISTINCT `id`, `region`, `ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` AND __a.`ct__target_dt` = __d.`ct__target_dt` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region`, `ct__target_dt` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT /*+ BROADCAST(__d) */ __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, __a.`ct__target_dt`, true AS __chain_anchor FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__snapshot __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'snapshot') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region`, `ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` AND __a.`ct__target_dt` = __d.`ct__target_dt` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt`, false AS __chain_anchor FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0003' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __e) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __g) __v WHERE coalesce((`dt` >= '20250102' AND `dt` <= '20250104') OR (`dt` = '20250109'), false)
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 9e2d016475564937')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 9e2d016475564937', 'chaintable.written.670a4fd92544ba849b379232e46843eea3f68f6c' = 'none')
 ;
 ALTER TABLE s.t__delta DROP IF EXISTS PARTITION (`region` = 'CN', `dt` = '20250102'), PARTITION (`region` = 'CN', `dt` = '20250103'), PARTITION (`region` = 'CN', `dt` = '20250104'), PARTITION (`region` = 'CN', `dt` = '20250105'), PARTITION (`region` = 'CN', `dt` = '20250106'), PARTITION (`region` = 'CN', `dt` = '20250107')
 ;
 ALTER TABLE s.t__snapshot DROP IF EXISTS PARTITION (`region` = 'CN', `dt` = '20250101')
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.last-expire-check' = '<now>')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.last-expire-check' = '<now>', 'chaintable.written.c6ebfb16e78dfbb54964c5fcd5b9516f60fbbd41' = 'none')
+;
+SHOW TBLPROPERTIES s.t__chain_lock
 ;
 DROP VIEW IF EXISTS s.t__chain_lock

@@ -1,4 +1,4 @@
-CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.heartbeat' = '<now>', 'chaintable.lock.lease' = '300', 'chaintable.lock.operation' = 'expire_chain', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>') AS SELECT 1 AS locked
+CREATE VIEW s.t__chain_lock TBLPROPERTIES ('chaintable.lock.heartbeat' = '<now>', 'chaintable.lock.lease' = '300', 'chaintable.lock.operation' = 'expire_chain', 'chaintable.lock.owner' = 'host:42:inv', 'chaintable.lock.since' = '<now>', 'chaintable.lock.writer' = '<now>', 'chaintable.written.1861b0cb325e72b53437e46e36f860c434266b7f' = 'none', 'chaintable.written.4e0c1a3adf08da41f1e1ed6dcaea03210b387ef4' = 'none', 'chaintable.written.8ac7757c318412ecbaef7aa139f6ca1f8cdb82fd' = 'none', 'chaintable.written.a4e89a942c7b33b4036ae455691f7eeda072c65a' = 'none', 'chaintable.written.d94c98128272427685f1744ed56ec89694ae9465' = 'none', 'chaintable.written.dd7afcc19681ed6ee45ccb1960c91adc611c99ac' = 'none') AS SELECT 1 AS locked
 ;
 SHOW TABLES IN s LIKE 't__*'
 ;
@@ -12,7 +12,7 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.history-start' = '{"region=CN":"dt=20250108"}')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.history-start' = '{"region=CN":"dt=20250108"}', 'chaintable.written.2c4ceb631bae9df509ab1240f8c251bf070a9777' = 'none')
 ;
 CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__stamp` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)
 ;
@@ -33,10 +33,12 @@ SELECT `id`, `v`, `op`, `seq`, `region`, '20250110' AS `dt` FROM (SELECT 1 AS __
 UNION ALL
 SELECT * FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` FROM (SELECT /*+ BROADCAST(__d) */ __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, __a.`ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__snapshot __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0001' AND `ct__branch` = 'snapshot') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __a LEFT ANTI JOIN (SELECT DISTINCT `id`, `region`, `ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0001' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` AND __a.`ct__target_dt` = __d.`ct__target_dt` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region`, `ct__target_dt` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT /*+ BROADCAST(__d) */ __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, __a.`ct__target_dt`, true AS __chain_anchor FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__snapshot __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0001' AND `ct__branch` = 'snapshot') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region`, `ct__target_dt` FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0001' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` AND __a.`ct__target_dt` = __d.`ct__target_dt` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, `ct__target_dt`, false AS __chain_anchor FROM (SELECT __b.`id`, __b.`v`, __b.`op`, __b.`seq`, __b.`region`, __b.`dt`, __m.`ct__target_dt` FROM s.t__delta __b JOIN (SELECT * FROM s.t__chain_map WHERE `ct__version` = 'RUN0001' AND `ct__branch` = 'delta') __m ON __b.`region` = __m.`region` AND __b.`dt` = __m.`ct__source_dt`) __e) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __g) __v WHERE coalesce(`dt` >= '20250102' AND `dt` <= '20250104', false)
 ;
-ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0001 1b0bdeaed7cf4057')
+ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0001 1b0bdeaed7cf4057', 'chaintable.written.670a4fd92544ba849b379232e46843eea3f68f6c' = 'none')
 ;
 ALTER TABLE s.t__delta DROP IF EXISTS PARTITION (`region` = 'CN', `dt` = '20250102'), PARTITION (`region` = 'CN', `dt` = '20250103'), PARTITION (`region` = 'CN', `dt` = '20250104'), PARTITION (`region` = 'CN', `dt` = '20250105'), PARTITION (`region` = 'CN', `dt` = '20250106'), PARTITION (`region` = 'CN', `dt` = '20250107')
 ;
 ALTER TABLE s.t__snapshot DROP IF EXISTS PARTITION (`region` = 'CN', `dt` = '20250101')
+;
+SHOW TBLPROPERTIES s.t__chain_lock
 ;
 DROP VIEW IF EXISTS s.t__chain_lock

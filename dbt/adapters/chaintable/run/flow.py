@@ -21,11 +21,8 @@ from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain import lineage
-from dbt.adapters.chaintable.chain.catalog import (
-    Catalog,
-    ChainTables,
-    Loaded,
-)
+from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
+from dbt.adapters.chaintable.chain.tables import ChainTables
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.publish.publisher import Publisher
@@ -88,10 +85,7 @@ class RunFlow:
                     "not a chain view; run with --full-refresh to replace it"
                 )
             drop(current)
-        # chain_branch forces the branch, on a first run too: deltas may come before any
-        # snapshot (read rule 3 reads a group without one), as in Paimon, where a delta branch
-        # is written whether or not the snapshot branch holds anything yet
-        branch = settings.chain_branch or ("snapshot" if (not exists or full_refresh) else "delta")
+        branch = self._branch(settings, tables, exists, full_refresh)
         logger.info(
             f"chain_incremental model '{model}': writing the {branch} branch"
             + (" (full refresh)" if full_refresh and exists else "")
@@ -105,6 +99,18 @@ class RunFlow:
             empty=bool(empty),
             view_exists=current is not None and current.is_view,
         )
+
+    def _branch(
+        self, settings: ModelSettings, tables: ChainTables, exists: bool, full_refresh: bool
+    ) -> str:
+        """chain_branch forces the branch, on a first run too: deltas may come before any
+        snapshot (read rule 3 reads a group without one), as in Paimon, where a delta branch is
+        written whether or not the snapshot branch holds anything yet. A chain whose branches
+        hold no partition (`dbt run --empty` created them) gets its first load."""
+        if settings.chain_branch:
+            return settings.chain_branch
+        first = not exists or full_refresh or self._unwritten(tables)
+        return "snapshot" if first else "delta"
 
     def _probe_grants(self, model: str, probe: str) -> None:
         """Refuse grants before anything is written where the server has no grant statements
@@ -126,7 +132,16 @@ class RunFlow:
     ) -> bool:
         if full_refresh or dict(config).get("chain_branch") == "snapshot":
             return False
-        return self.catalog.branches_exist(ChainTables.of(relation))
+        tables = ChainTables.of(relation)
+        forced = dict(config).get("chain_branch") == "delta"
+        return self.catalog.branches_exist(tables) and (forced or not self._unwritten(tables))
+
+    def _unwritten(self, tables: ChainTables) -> bool:
+        """Both branches exist and hold no partition: only `dbt run --empty` ran, so the next
+        run is the chain's first load (tests/functional/test_dbt_features.py). The snapshot
+        branch is listed first: a chain with history has a partition there, but one whose
+        first run wrote deltas only (chain_branch)."""
+        return not any(self.catalog.partition_paths(t) for t in (tables.snapshot, tables.delta))
 
     # ---- the run ----------------------------------------------------------------------------------
     def execute(self, run: ChainRun, compiled_code: str) -> RunResult:

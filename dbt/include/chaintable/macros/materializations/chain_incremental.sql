@@ -26,7 +26,10 @@
      with batches (incremental.sql): `write(run, compiled_code)` writes it and gives the result
      (its message and the rows it wrote). --#}
 {% macro chain_write(run, write) %}
-  {{ run_hooks(pre_hooks, inside_transaction=False) }}
+  {#-- the hooks in dbt's order (pre outside, pre inside, ..., post inside, post outside), after
+       chain_prepare's checks: a config it refuses runs none --#}
+  {{ chain_run_hooks(pre_hooks, inside_transaction=False) }}
+  {{ chain_run_hooks(pre_hooks, inside_transaction=True) }}
 
   {#-- an enforced contract: dbt's own check of the query's columns and types, before any write --#}
   {%- if run.writes and config.get('contract').enforced -%}
@@ -42,6 +45,19 @@
     {%- do adapter.chain_persist_docs(run, model) -%}
   {%- endif -%}
 
-  {{ run_hooks(post_hooks, inside_transaction=False) }}
+  {{ chain_run_hooks(post_hooks, inside_transaction=True) }}
+  {{ chain_run_hooks(post_hooks, inside_transaction=False) }}
   {{ return({'relations': run.relations}) }}
+{% endmacro %}
+
+{#-- dbt's run_hooks without the `commit;` it sends before the hooks outside the transaction
+     (before_begin, after_commit): Spark has no transactions and refuses COMMIT; dbt-spark's
+     connection makes dbt's own begin and commit no-ops (README: dbt conventions) --#}
+{% macro chain_run_hooks(hooks, inside_transaction) %}
+  {%- for hook in hooks | selectattr('transaction', 'equalto', inside_transaction) -%}
+    {%- set rendered = render(hook.get('sql')) | trim -%}
+    {%- if rendered | length > 0 -%}
+      {%- call statement(auto_begin=inside_transaction) -%}{{ rendered }}{%- endcall -%}
+    {%- endif -%}
+  {%- endfor -%}
 {% endmacro %}
