@@ -4,7 +4,8 @@ Spark, exact rows.
 One project holds, for every merge engine, a var-driven chain `v_<engine>` and the same model
 with batches `b_<engine>`, and a downstream microbatch model `d` over `v_deduplicate`: five
 var-driven runs (each also runs `d` for its day), then one range run of the batch models that
-fails on the fourth day, `dbt retry`, the same range again and a rewrite. A second project runs
+fails on the fourth day, `dbt retry`, the same range again and a rewrite; and `r_deduplicate`,
+whose range's last batch fails after its publish, then `dbt retry`. A second project runs
 a chain without flags (its current batch and `lookback`) and an hourly chain.
 """
 
@@ -157,6 +158,21 @@ def downstream(rows: list[tuple], days: list[str]) -> list[tuple]:
     )
 
 
+def last_batch_fails_after_its_publish(p, monkeypatch) -> None:
+    """A range whose last batch fails after its publish, before the view is refreshed: its day
+    is published, so `dbt retry` skips it as held, and the skip makes it read through the view
+    (each day as the var-driven twin reads it, none empty)."""
+    monkeypatch.setenv("CHAINTABLE_FAILPOINT", "publish.done:error")
+    range_run(p, "r_deduplicate", expect_ok=False, end="2025-08-03")
+    monkeypatch.delenv("CHAINTABLE_FAILPOINT")
+    assert "failpoint publish.done" in p.log_text()
+    assert p.partitions("r_deduplicate__delta") == [f"dt={DAYS[1]}"]
+    p.dbt("retry")
+    assert batches_logged(p, "r_deduplicate") == ["2025-08-02"]
+    assert "batch 2025-08-02 (dt=20250802): skipped, the chain holds" in p.log_text()
+    same_chain(p, ["r_deduplicate"], DAYS[:2])
+
+
 def test_changes_give_every_kind_of_change():
     """After the first day, changes() updates, deletes and inserts keys both present and
     absent (a delete of an absent key, an update or insert of a deleted one), so each engine's
@@ -171,7 +187,9 @@ def test_changes_give_every_kind_of_change():
     assert changes(DAYS[:3]) == [r for r in rows if r[7] <= DAYS[2]]
 
 
-def test_backfill_equals_var_runs_for_every_engine_failure_retry_and_downstream(project):
+def test_backfill_equals_var_runs_for_every_engine_failure_retry_and_downstream(
+    project, monkeypatch
+):
     p = project
     p.artifacts = True  # dbt retry reads run_results.json
     rows = changes(DAYS)
@@ -186,6 +204,16 @@ def test_backfill_equals_var_runs_for_every_engine_failure_retry_and_downstream(
             ),
         )
     p.model("d", DOWNSTREAM)
+    p.model(
+        "r_deduplicate",
+        BATCH_MODEL.format(
+            size="day",
+            begin="2025-08-01",
+            lookback=0,
+            engine=ENGINES["deduplicate"],
+            source="changes",
+        ),
+    )
     var_models = [f"v_{e}" for e in ENGINES]
     batch_models = [f"b_{e}" for e in ENGINES]
     for i, day in enumerate(DAYS):
@@ -197,6 +225,7 @@ def test_backfill_equals_var_runs_for_every_engine_failure_retry_and_downstream(
         # the chain reads, as the assertion after the loop proves it does)
         assert p.rows("select keys, total, dt from {s}.d") == downstream(rows, DAYS[: i + 1])
     assert read_days(p, "v_deduplicate", COLS) == {d: deduplicated(rows, d) for d in DAYS}
+    last_batch_fails_after_its_publish(p, monkeypatch)
 
     # a bad row on the fourth day (a null key): the range stops there, the days before it stay
     source(p, "changes", rows + [(None, "bad", None, 1, 999, "+I", noon(DAYS[3]), DAYS[3])])

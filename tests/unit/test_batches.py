@@ -94,12 +94,40 @@ def test_only_a_range_skips_a_day_the_chain_holds(held, ranged, rewrite, full_re
         assert reason.startswith("model 't', batch 2025-08-04 (dt=20250804): skipped")
 
 
-def test_holds_looks_at_the_chain_keys_of_any_group():
-    batch = spec(DAY).batch("2025-08-04")
-    assert plan.holds(["dt"], [("EU", "20250803"), ("US", "20250804")], batch)
-    assert not plan.holds(["dt"], [("EU", "20250803")], batch)
+def test_holds_looks_at_the_chain_keys_of_either_branch():
+    s = spec(DAY)
+    batch = s.batch("2025-08-04")
+    assert plan.holds(s, [("EU", "20250804"), ("EU", "20250804")], batch)  # both branches
+    assert not plan.holds(s, [("EU", "20250803")], batch)
+    assert not plan.holds(s, [], batch)
     assert plan.ranged({"event_time_start": "2025-08-01"})
     assert not plan.ranged({"event_time_start": None, "event_time_end": None})
+
+
+def test_a_day_held_by_some_groups_only_is_not_held():
+    """A run of a day writes every group the chain knows, so a day some of them lack was left
+    part-way and is written again; a group first seen later is not asked of it."""
+    s = spec(DAY)
+    batch = s.batch("2025-08-04")
+    before = [("EU", "20250803"), ("US", "20250803")]
+    assert not plan.holds(s, [*before, ("EU", "20250804")], batch)
+    assert plan.holds(s, [*before, ("EU", "20250804"), ("US", "20250804")], batch)
+    # a group whose first partition is later, or one only the snapshot branch has held
+    later = [("APAC", "20250805"), ("EU", "20250805"), ("US", "20250805")]
+    assert plan.holds(s, [*before, ("EU", "20250804"), ("US", "20250804"), *later], batch)
+    assert not plan.holds(s, [("EU", "20250801"), ("US", "20250804")], batch)
+    # hours: the group's earlier hour of the same day makes it known
+    h = spec(
+        {
+            **HOUR,
+            "partition_by": ["region", "dt", "hour"],
+            "chain_partition_keys": ["dt", "hour"],
+            "primary_key": ["id", "region", "dt", "hour"],
+        }
+    )
+    one = h.batch("2025-08-01T22:00:00")
+    assert not plan.holds(h, [("EU", "20250801", "21"), ("US", "20250801", "22")], one)
+    assert plan.holds(h, [("EU", "20250801", "23"), ("US", "20250801", "22")], one)
 
 
 def test_after_a_failed_batch_the_later_batches_of_the_invocation_are_refused():
@@ -117,6 +145,14 @@ def test_after_a_failed_batch_the_later_batches_of_the_invocation_are_refused():
     ledger.begin("retry", days[1])  # another invocation (dbt retry) starts afresh
     other = BatchSpec.of("u", ChainOptions.from_config("u", DAY), DAY).batch("2025-08-03")
     ledger.begin("run1", other)  # and so does another model
+
+
+def test_a_skipped_batch_refreshes_the_view_once_per_model_and_invocation():
+    ledger = Ledger()
+    assert ledger.view_behind("run1", "t")
+    ledger.view_refreshed("run1", "t")
+    assert not ledger.view_behind("run1", "t")
+    assert ledger.view_behind("run1", "u") and ledger.view_behind("retry", "t")
 
 
 def test_a_chains_event_time_filter_compares_its_keys_as_they_are_spelt():

@@ -13,12 +13,13 @@ from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 from dbt_common.exceptions import DbtRuntimeError
+from dbt_common.invocation import get_invocation_id
 
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.batch import plan
 from dbt.adapters.chaintable.batch.batches import BatchCall, Batches, BatchRun, _message
 from dbt.adapters.chaintable.batch.plan import Batch, BatchSpec
-from dbt.adapters.chaintable.chain.catalog import ChainTables
+from dbt.adapters.chaintable.chain.tables import ChainTables
 from dbt.adapters.chaintable.run.model import ChainRun, RunResult
 
 
@@ -37,6 +38,7 @@ class LoopRun:
     call: BatchCall
     batches: list[Batch]
     view_exists: bool  # dbt's relation cache had the view when the run began
+    invocation: str  # dbt's
     runs: list[ChainRun] = field(default_factory=list)  # the batches written
     done: bool = False
 
@@ -82,7 +84,8 @@ class BatchLoop:
             f"{batches[0].label} to {batches[-1].label}"
         )
         current = call.existing()
-        return LoopRun(call, batches, view_exists=current is not None and current.is_view)
+        exists = current is not None and current.is_view
+        return LoopRun(call, batches, view_exists=exists, invocation=get_invocation_id())
 
     def _prepare(self, loop: LoopRun, one: Batch) -> BatchRun:
         # a full refresh rebuilds the chain with the first batch written; the rest add to it
@@ -90,7 +93,7 @@ class BatchLoop:
         call = loop.call
         if not first:
             call = replace(call, full_refresh=False, grants_probe=None)
-        return self.batches.prepare_one(call, one)
+        return self.batches.prepare_one(call, one, loop.invocation)
 
     def execute(self, loop: LoopRun, compiled_code: str) -> RunResult:
         """Each batch in order; the first failure stops the loop (the earlier batches stay

@@ -14,7 +14,9 @@ from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.quoting import q
 from dbt.adapters.chaintable.base.timestamps import (
+    ExpirationConfigError,
     java_formatter_to_strptime,
+    partition_time,
     partition_values,
     pattern_parts,
     sortable,
@@ -180,19 +182,47 @@ def skip_reason(
     )
 
 
-def holds(chain_keys: Sequence[str], parts: Sequence[Values], batch: Batch) -> bool:
-    """Whether any partition of the chain (any group, either branch) is the batch's."""
-    wanted = tuple(batch.partition[k] for k in chain_keys)
-    return any(tuple(p[len(p) - len(wanted) :]) == wanted for p in parts)
+def holds(spec: BatchSpec, parts: Sequence[Values], batch: Batch) -> bool:
+    """Whether the chain holds the batch's partition (`parts`: both branches' partitions, group
+    values then chain values): some group holds it, and so does every group with a partition
+    at or before it. A run of a day writes every group the chain knows (an empty partition for
+    one without rows, docs/design.md#branches-and-relations), so a day some of them lack was left part-way (an
+    interrupted publish) and is written again; a group whose first partition is later was
+    not known when the day was written, and needs none."""
+    n = len(spec.chain_keys)
+    wanted = tuple(batch.partition[k] for k in spec.chain_keys)
+    holding, known = set(), set()
+    for p in parts:
+        group, chain = tuple(p[: len(p) - n]), tuple(p[len(p) - n :])
+        if chain == wanted:
+            holding.add(group)
+        elif _before(spec, chain, batch.start):
+            known.add(group)
+    return bool(holding) and known <= holding
+
+
+def _before(spec: BatchSpec, chain: Values, start: dt.datetime) -> bool:
+    """Whether chain values name a time before `start`; a value the pattern and formatter do
+    not parse (written without batches) says nothing of when its group became known."""
+    try:
+        time = partition_time(
+            spec.pattern, spec.formatter, dict(zip(spec.chain_keys, chain, strict=True))
+        )
+    except ExpirationConfigError:
+        return False
+    return time < start
 
 
 @dataclass
 class Ledger:
     """The batch of each model that began and did not finish, per dbt invocation: dbt goes on
     with a range's later batches after one fails, and a chain is written in order, so they are
-    refused (and so stay failed, for dbt retry)."""
+    refused (and so stay failed, for dbt retry). And the models whose view a skipped batch of
+    the invocation refreshed (view_behind)."""
 
     open: dict[tuple[str, str], Batch] = field(default_factory=dict)
+    # the models whose view a skipped batch of the invocation brought up to the chain's state
+    viewed: set[tuple[str, str]] = field(default_factory=set)
 
     def begin(self, invocation: str, batch: Batch) -> None:
         failed = self.open.get((invocation, batch.model))
@@ -206,6 +236,16 @@ class Ledger:
     def finish(self, invocation: str, batch: Batch) -> None:
         if self.open.get((invocation, batch.model)) == batch:
             del self.open[(invocation, batch.model)]
+
+    def view_behind(self, invocation: str, model: str) -> bool:
+        """Whether a skipped batch must bring the view up to the chain's state: a batch that
+        failed after its publish left its day published and the view not refreshed, and a
+        range skips that day as held. Once per model and invocation: after it, each batch is
+        skipped (the chain unchanged) or written (its run refreshes the view)."""
+        return (invocation, model) not in self.viewed
+
+    def view_refreshed(self, invocation: str, model: str) -> None:
+        self.viewed.add((invocation, model))
 
 
 def event_time_filter(
