@@ -31,6 +31,8 @@ CONFIG: dict[str, Any] = {
 }
 COLUMNS = "id int, v string, region string, dt string"
 WRITERS = 3
+# the chain's own relations; anything else named t__* is scratch or a lock
+DERIVED = ("t__snapshot", "t__delta", "t__chain_map")
 TRIALS = 20
 
 
@@ -170,9 +172,8 @@ def test_three_writers_breaking_one_stale_lock_twenty_times_one_wins_each_time(
         winner = won[0]
         expected[day] = [(i, f"w{winner}-{day}-{i}") for i in range(2)]
         assert day_rows(p.spark, p.schema, day) == expected[day], f"trial {trial}"
-        assert chain_names(p.spark, p.schema) == ["t__chain_map", "t__delta", "t__snapshot"], (
-            f"trial {trial}"
-        )
+        scratch = [n for n in chain_names(p.spark, p.schema) if n not in DERIVED]
+        assert scratch == [], f"trial {trial}"
     # every day still reads as its winner's rows: every file the chain references is there
     assert {day: day_rows(p.spark, p.schema, day) for day in expected} == expected
 
