@@ -111,3 +111,21 @@ def test_modules_classes_and_functions_stay_short():
                         over.append(f"{rel}: {node.name} {size} lines")
     assert over == []
     assert allowed == set(LONG), "an allowed long definition is short now: drop it from LONG"
+
+
+def test_every_statement_goes_through_the_runner_and_only_the_lock_skips_its_guard():
+    """One door (docs/design.md#crash-safety-and-locking): the adapter sends SQL only through
+    base/runner.py, whose run() refuses a change of the catalog without the chain's lock; the
+    statements on the lock itself (taking, breaking, renewing it) are the only ones sent
+    around that check, and only the lock's modules send them."""
+    sends, on_lock = [], []
+    for module, path in modules().items():
+        text = path.read_text()
+        if module not in ("base.runner", "connections") and any(
+            call in text for call in ("add_query(", "adapter.execute(", "cursor.execute(")
+        ):
+            sends.append(module)
+        if module != "base.runner" and "run_on_lock(" in text:
+            on_lock.append(module)
+    assert sends == []
+    assert sorted(on_lock) == ["publish.lease", "publish.lock"]

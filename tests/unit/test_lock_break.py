@@ -12,7 +12,7 @@ import pytest
 from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base.partitions import ChainPlanError
 from dbt.adapters.chaintable.base.properties import read_back
-from dbt.adapters.chaintable.base.runner import LeaseLostError
+from dbt.adapters.chaintable.base.runner import LeaseLostError, UnlockedWriteError
 from dbt.adapters.chaintable.chain.tables import ChainTables
 from dbt.adapters.chaintable.publish import lock as lock_module
 from dbt.adapters.chaintable.publish import safety
@@ -134,3 +134,16 @@ def test_a_lost_lease_is_never_passed_over():
                 lock.catalog.set_properties(tables.snapshot, {"chaintable.x": "1"})
         assert len(conns.statements) == sent  # neither statement was sent
     assert "s.t__chain_lock" in conns.tables  # left to its holder
+
+
+def test_a_change_of_the_catalog_without_the_lock_is_refused_before_it_runs():
+    conns = FakeConnections()
+    lock, tables = writer(conns)
+    with pytest.raises(UnlockedWriteError, match="without the chain's lock"):
+        lock.catalog.set_properties(tables.snapshot, {"chaintable.x": "1"})
+    assert conns.statements == []
+    lock.catalog.runner.fetch("SHOW TABLES IN s LIKE 't__*'")  # reads need no lock
+    with lock.locked(tables, "run of model 't'"):
+        conns.table("t__snapshot")
+        lock.catalog.set_properties(tables.snapshot, {"chaintable.x": "1"})
+    assert conns.tables["s.t__snapshot"].props["chaintable.x"] == "1"

@@ -103,7 +103,7 @@ class FakeRunner:
         self.connections += 1
         yield
 
-    def run(self, sql):
+    def run_on_lock(self, sql):
         if self.fail:
             raise RuntimeError("metastore out of reach")
         self.statements.append(sql)

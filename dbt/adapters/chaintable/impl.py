@@ -279,9 +279,14 @@ class ChainTableAdapter(SparkAdapter):
             if run.run is None:
                 return
             run = run.run
-        self.chain.docs.persist(
-            run.settings, run.tables, str(node.get("description") or ""), column_docs(node)
-        )
+        if not any(run.settings.persist_docs):
+            return
+        # under the chain's lock, as every change of its catalog: Spark rewrites a table's whole
+        # property map on each ALTER, so a comment set beside another writer's change could undo it
+        with self.chain.publisher.lock.locked(run.tables, f"persist_docs of model '{run.model}'"):
+            self.chain.docs.persist(
+                run.settings, run.tables, str(node.get("description") or ""), column_docs(node)
+            )
 
     def _get_one_catalog(self, information_schema, schemas, used_schemas):  # type: ignore[no-untyped-def]
         """dbt docs generate: dbt-spark's catalog of a schema, with each chain view's relations

@@ -22,6 +22,11 @@ class LeaseLostError(ChainConfigError):
     the lock over): it stops before its next catalog change (Runner.guard)."""
 
 
+class UnlockedWriteError(DbtRuntimeError):
+    """A statement that changes the catalog was sent without the chain's lock: a defect of the
+    adapter, refused before it runs (docs/design.md#crash-safety-and-locking)."""
+
+
 class Runner:
     def __init__(self, connections: Callable[[], Any]):
         # the adapter's connection manager, looked up at each statement (dbt may swap it)
@@ -82,13 +87,27 @@ class Runner:
                 manager.clear_thread_connection()
 
     def run(self, sql: str | None) -> None:
-        """Run a statement; None (nothing to do, e.g. no partitions to drop) runs nothing."""
+        """Run a statement that changes the catalog; None (nothing to do, e.g. no partitions to
+        drop) runs nothing. Only a thread that holds a chain's lock may (guard): every write of
+        the adapter goes through the lock, and one that does not is refused, not run."""
         if sql:
             check = self._guards.get(threading.get_ident())
-            if check is not None:
-                check()
-            with _as_dbt_error():
-                self._connections().add_query(sql, auto_begin=False)
+            if check is None:
+                raise UnlockedWriteError(
+                    "chaintable: a statement that changes the catalog was about to run without "
+                    f"the chain's lock, and was refused: {sql[:200]}"
+                )
+            check()
+            self._send(sql)
+
+    def run_on_lock(self, sql: str) -> None:
+        """A statement on a chain's lock itself (take, break, renew it): the one kind of change
+        made without holding the lock (publish/lock.py, publish/lease.py)."""
+        self._send(sql)
+
+    def _send(self, sql: str) -> None:
+        with _as_dbt_error():
+            self._connections().add_query(sql, auto_begin=False)
 
 
 def shared_catalog(params: dict[str, str]) -> bool:

@@ -105,5 +105,5 @@ class Heartbeat:
             if props.get(safety.P_WRITER) != self.owner:
                 self.taken(props)
                 return
-            self.runner.run(S.set_view_properties(self.lock, safety.heartbeat(self.lease)))
+            self.runner.run_on_lock(S.set_view_properties(self.lock, safety.heartbeat(self.lease)))
         self._renewed = time.monotonic()

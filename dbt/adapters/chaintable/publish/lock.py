@@ -225,7 +225,7 @@ class ChainLock:
         broken = None
         for attempt in (1, 2):
             try:
-                self.run(S.create_lock_view(str(tables.lock), props))
+                self.catalog.runner.run_on_lock(S.create_lock_view(str(tables.lock), props))
                 return broken
             except Exception:
                 if not self.catalog.exists(tables.lock):
@@ -250,7 +250,7 @@ class ChainLock:
         view keeps the dead run's record until its recovery is done (_recover)."""
         claim = tables.broken_lock(writer)
         try:
-            self.run(S.rename_view(str(tables.lock), str(claim)))
+            self.catalog.runner.run_on_lock(S.rename_view(str(tables.lock), str(claim)))
         except DbtRuntimeError:
             raise self._locked(tables, operation, self._winner(tables), holder) from None
         taken = self.catalog.properties(claim)
@@ -261,7 +261,7 @@ class ChainLock:
             # its lock gone before its next publish (verify), and the renamed view is
             # recovered once stale, as any broken lock)
             with contextlib.suppress(DbtRuntimeError):
-                self.run(S.rename_view(str(claim), str(tables.lock)))
+                self.catalog.runner.run_on_lock(S.rename_view(str(claim), str(tables.lock)))
             raise self._locked(tables, operation, taken)
         return {**taken, P_BROKEN: str(claim)}
 
