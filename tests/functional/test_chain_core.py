@@ -591,8 +591,8 @@ def test_empty_run_writes_no_partition(project):
     assert p.full_state(cols="id, v, region") == before
     assert read(p, "dt = '20250802'", "id, v, region") == [(1, "a2", "CN"), (2, "b", "US")]
     assert (
-        "0 partition(s) with rows, 0 empty partition(s) to the delta branch (--empty: no empty "
-        "partitions)" in log
+        "0 partition(s) with rows, 0 empty partition(s) to the delta branch (--empty or --sample: "
+        "no empty partitions)" in log
     )
     # a new day under --empty gets no partition either: the day stays unwritten, not "no changes"
     p.dbt("run", "--empty", vars={"dt": "20250803"})

@@ -1,9 +1,11 @@
 """dbt's own features on chain models, real dbt on real Spark: pre- and post-hooks in every form
 dbt accepts (chain_incremental and a chain with batches), `dbt run --empty` before a chain's
-first load, and an operation's misspelt argument.
+first load, `dbt run --sample` on a chain that holds the day, and an operation's misspelt
+argument.
 
-One project: `t` (hooks), `b` (the same hooks, batches under dbt's microbatch runner) and `e`
-(`--empty` first); three runs build what the tests read."""
+One project: `t` (hooks), `b` (the same hooks, batches under dbt's microbatch runner), `e`
+(`--empty` first) and `s` (groups and chain_partition, then a sampled run); three runs build
+what the tests read."""
 
 from __future__ import annotations
 
@@ -61,6 +63,14 @@ EMPTY_FIRST = """
 select id, concat(v, '{{ "/inc" if is_incremental() else "" }}') as v, dt
 from {{ source('raw', 'changes') }} where dt = '{{ var("dt") }}'
 """
+# groups and chain_partition: day 0802 has rows in group 0 and an empty "no changes" partition
+# in group 1
+SAMPLED = """
+{{ config(materialized='chain_incremental', partition_by=['g', 'dt'], primary_key=['id', 'g', 'dt'],
+          chain_partition_keys=['dt'], chain_partition={'dt': var('dt')}) }}
+select id, v, cast(id % 2 as string) as g, dt
+from {{ source('raw', 'changes') }} where dt = '{{ var("dt") }}'
+"""
 ROWS = [(1, "a", "20250801"), (2, "b", "20250801"), (3, "c", "20250801")]
 ROWS += [(2, "b2", "20250802"), (4, "d", "20250802")]
 
@@ -83,10 +93,11 @@ def features(spark, spark_root, tmp_path_factory):
         p.model("t", CHAIN)
         p.model("b", BATCHED)
         p.model("e", EMPTY_FIRST)
+        p.model("s", SAMPLED)
         p.dbt("run", "--empty", "--select", "e", vars={"dt": "20250801"})
         window = ("--event-time-start", "2025-08-01", "--event-time-end", "2025-08-03")
         p.dbt("run", *window, vars={"dt": "20250801"})
-        p.dbt("run", "--select", "t", "e", vars={"dt": "20250802"})
+        p.dbt("run", "--select", "t", "e", "s", vars={"dt": "20250802"})
         yield p
 
 
@@ -125,6 +136,30 @@ def test_first_load_after_empty_run_writes_the_snapshot_branch(features):
         (3, "c"),
         (4, "d/inc"),
     ]
+
+
+def test_a_sampled_run_keeps_every_day_the_chain_holds(features):
+    """`dbt run --sample` filters the source (event_time: ts) to its window: a window without
+    day 0802 gives the model no rows. The sampled run of 0802 writes no "no changes" partition,
+    so every day reads as before (README: dbt conventions)."""
+    p = features
+    days = {
+        "20250801": [(1, "a", "1"), (2, "b", "0"), (3, "c", "1")],
+        "20250802": [(1, "a", "1"), (2, "b2", "0"), (3, "c", "1"), (4, "d", "0")],
+    }
+
+    def reads():
+        return {d: p.rows(f"select id, v, g from {{s}}.s where dt = '{d}'") for d in days}
+
+    delta = ["g=0/dt=20250802", "g=1/dt=20250802"]
+    assert reads() == days
+    assert p.partitions("s__delta") == delta
+    window = "{'start': '2020-01-01', 'end': '2020-01-02'}"
+    p.dbt("run", "--select", "s", "--sample", window, vars={"dt": "20250802"})
+    assert "0 empty partition(s) to the delta branch (--empty or --sample" in p.log_text()
+    assert reads() == days
+    assert p.partitions("s__delta") == delta
+    assert p.rows("select count(*) from {s}.s__delta") == [(2,)]
 
 
 def test_operation_refuses_a_misspelt_argument(features):

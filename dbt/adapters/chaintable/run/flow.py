@@ -56,10 +56,11 @@ class RunFlow:
         grants_probe: str | None = None,
     ) -> ChainRun:
         """Validate the config and decide which branch this run writes
-        (docs/design.md#branches-and-relations). `empty` is dbt's --empty: the model's refs and
-        sources give no rows, so the run checks and creates the relations and writes only what
-        the model still returns; it adds none of chain_partition's empty "no changes"
-        partitions (they would replace the day's real deltas with nothing) and expires nothing.
+        (docs/design.md#branches-and-relations). `empty` is dbt's --empty or --sample
+        (chain_incremental.sql): the model's refs and sources give no rows, or a sample of them,
+        so the run checks and creates the relations and writes only what the model still
+        returns; it adds none of chain_partition's empty "no changes" partitions (they would
+        replace the day's real deltas with nothing) and expires nothing.
         `existing` finds what `relation` is in dbt's cache, `drop` drops it. `node`: the model
         as dbt has it (its contract's constraints); `grants_probe`: dbt's statement that shows
         the view's grants, when the model configures some (base/conventions.py)."""

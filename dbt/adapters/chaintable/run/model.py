@@ -31,7 +31,8 @@ class ChainRun:
     branch: str
     full_refresh: bool
     exists: bool
-    empty: bool = False  # dbt run --empty: refs and sources give no rows; no empty partitions
+    # --empty or --sample: refs and sources give none or part of their rows; no empty partitions
+    empty: bool = False
     view_exists: bool = False  # dbt's relation cache had the view when the run began
 
     @property

@@ -195,7 +195,7 @@ class RunPlanner:
             logger.info(
                 f"'{run.model}': {len(staged)} partition(s) with rows, {len(empties)} empty "
                 f"partition(s) to the {run.branch} branch"
-                + (" (--empty: no empty partitions)" if run.empty else "")
+                + (" (--empty or --sample: no empty partitions)" if run.empty else "")
             )
         return WritePlan(
             loaded,

@@ -8,13 +8,23 @@
        in this one node (docs/design.md#batches) --#}
   {%- if adapter.chain_loops(model.config) -%}
     {%- set run = adapter.chain_prepare_loop(this, model.name, model.config, invocation_args_dict,
-          var('chain_rewrite', false), should_full_refresh(), flags.FULL_REFRESH, flags.EMPTY,
-          model, chain_grants_probe()) -%}
+          var('chain_rewrite', false), should_full_refresh(), flags.FULL_REFRESH,
+          chain_partial_input(), model, chain_grants_probe()) -%}
     {{ return(chain_write(run, adapter.chain_execute_loop)) }}
   {%- endif -%}
-  {%- set run = adapter.chain_prepare(this, model.name, model.config, should_full_refresh(), flags.FULL_REFRESH, flags.EMPTY, model, chain_grants_probe()) -%}
+  {%- set run = adapter.chain_prepare(this, model.name, model.config, should_full_refresh(), flags.FULL_REFRESH, chain_partial_input(), model, chain_grants_probe()) -%}
   {{ return(chain_write(run, adapter.chain_execute)) }}
 {% endmaterialization %}
+
+{#-- Whether the model's refs and sources give only part of their rows: --empty (none), or
+     --sample (those with event_time give only its window's). The run then writes only the rows
+     the model returns: no empty "no changes" partition, which would replace a held day's real
+     deltas with nothing, and no expiration (README: dbt conventions). Written, not refused: a
+     sampled `dbt run` of a whole project runs its chains too, as dbt's own incremental models
+     take the sample's rows (tests/functional/test_dbt_features.py). --#}
+{% macro chain_partial_input() %}
+  {{ return(flags.EMPTY or invocation_args_dict.get('sample') is not none) }}
+{% endmacro %}
 
 {#-- dbt's own statement that shows the view's grants, when the model configures some: the run
      refuses grants before writing anything where the server has none --#}

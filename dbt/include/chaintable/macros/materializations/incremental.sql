@@ -8,6 +8,6 @@
   {%- endif -%}
   {%- set run = adapter.chain_prepare_batch(this, model.name, model.config, model.get('batch'),
         invocation_id, invocation_args_dict, var('chain_rewrite', false),
-        should_full_refresh(), flags.FULL_REFRESH, flags.EMPTY, model, chain_grants_probe()) -%}
+        should_full_refresh(), flags.FULL_REFRESH, chain_partial_input(), model, chain_grants_probe()) -%}
   {{ return(chain_write(run, adapter.chain_execute_batch)) }}
 {% endmaterialization %}
