@@ -18,7 +18,7 @@ from dbt.adapters.spark.impl import SparkAdapter
 
 from dbt.adapters.chaintable.base.config import ChainTableConfig
 from dbt.adapters.chaintable.base.options import ChainOptions
-from dbt.adapters.chaintable.base.runner import Runner
+from dbt.adapters.chaintable.base.runner import Runner, logger
 from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.batch.batches import BatchCall, Batches, BatchRun
 from dbt.adapters.chaintable.batch.loop import BatchLoop, LoopRun, loops
@@ -32,7 +32,7 @@ from dbt.adapters.chaintable.expiration.expirer import Expirer
 from dbt.adapters.chaintable.history.reader import History
 from dbt.adapters.chaintable.history.stored import ChangesStore
 from dbt.adapters.chaintable.operations.maintenance import Maintenance
-from dbt.adapters.chaintable.publish.lock import ChainLock
+from dbt.adapters.chaintable.publish.lock import ChainLock, ChainLockedError
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.publish.recovery import Recovery
 from dbt.adapters.chaintable.run.finish import Finisher
@@ -282,11 +282,19 @@ class ChainTableAdapter(SparkAdapter):
         if not any(run.settings.persist_docs):
             return
         # under the chain's lock, as every change of its catalog: Spark rewrites a table's whole
-        # property map on each ALTER, so a comment set beside another writer's change could undo it
-        with self.chain.publisher.lock.locked(run.tables, f"persist_docs of model '{run.model}'"):
-            self.chain.docs.persist(
-                run.settings, run.tables, str(node.get("description") or ""), column_docs(node)
-            )
+        # property map on each ALTER, so a comment set beside another writer's change could
+        # undo it. A chain another writer holds now keeps its comments until the next run: the
+        # model's rows are published already, and its run does not fail for its comments
+        operation = f"persist_docs of model '{run.model}'"
+        try:
+            with self.chain.publisher.lock.locked(
+                run.tables, operation, lease=run.settings.lock_lease
+            ):
+                self.chain.docs.persist(
+                    run.settings, run.tables, str(node.get("description") or ""), column_docs(node)
+                )
+        except ChainLockedError as e:
+            logger.warning(f"{e}; the comments are set by the model's next run")
 
     def _get_one_catalog(self, information_schema, schemas, used_schemas):  # type: ignore[no-untyped-def]
         """dbt docs generate: dbt-spark's catalog of a schema, with each chain view's relations

@@ -127,6 +127,8 @@ SELECT `id`, `v`, `op`, `seq`, `region`, `ct__target_dt` AS `dt` FROM (SELECT `i
 ;
 ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 0f07f9e93424801f', 'chaintable.written.670a4fd92544ba849b379232e46843eea3f68f6c' = 'none')
 ;
+SHOW TBLPROPERTIES s.t__chain_lock
+;
 ALTER VIEW s.t__chain_lock UNSET TBLPROPERTIES IF EXISTS ('chaintable.hex.636861696e7461626c652e73746167652e696e76616c696461746573', 'chaintable.stage.invalidates')
 ;
 SHOW TABLES IN s LIKE 't__snapshot|t__cumulative|t__chain_map'

@@ -125,6 +125,8 @@ ALTER TABLE s.t__snapshot SET TBLPROPERTIES ('chaintable.view-map' = 'RUN0003 37
 ;
 ALTER TABLE s.t__snapshot DROP IF EXISTS PARTITION (`region` = 'CN', `dt` = '20250108')
 ;
+SHOW TBLPROPERTIES s.t__chain_lock
+;
 ALTER VIEW s.t__chain_lock UNSET TBLPROPERTIES IF EXISTS ('chaintable.hex.636861696e7461626c652e73746167652e696e76616c696461746573', 'chaintable.stage.invalidates')
 ;
 SHOW TABLES IN s LIKE 't__snapshot|t__cumulative|t__chain_map'

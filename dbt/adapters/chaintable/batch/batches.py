@@ -19,6 +19,7 @@ from dbt.adapters.chaintable.batch import plan
 from dbt.adapters.chaintable.batch.plan import Batch, BatchSpec, Ledger
 from dbt.adapters.chaintable.chain.catalog import Catalog
 from dbt.adapters.chaintable.chain.tables import ChainTables
+from dbt.adapters.chaintable.publish.lock import ChainLockedError
 from dbt.adapters.chaintable.run.flow import RunFlow
 from dbt.adapters.chaintable.run.model import ChainRun, RunResult
 
@@ -161,8 +162,11 @@ class Batches:
         tables = ChainTables.of(call.relation)
         lease = lease_of(call.model, call.config.get("chain_lock_lease"))
         operation = f"view refresh of model '{call.model}'"
-        with self.runs.publisher.lock.locked(tables, operation, lease=lease):
-            self.runs.finisher.views.refresh(self.catalog.load(tables.view))
+        try:
+            with self.runs.publisher.lock.locked(tables, operation, lease=lease):
+                self.runs.finisher.views.refresh(self.catalog.load(tables.view))
+        except ChainLockedError as e:  # its holder refreshes the view when it is done
+            logger.warning(f"{e}; the view is refreshed by the writer that holds it")
 
     def execute(self, run: BatchRun, compiled_code: str) -> RunResult:
         if run.run is None:

@@ -33,6 +33,10 @@ WINNER_LOOKS, WINNER_WAIT = 5, 0.4
 P_BROKEN = "chaintable.lock.broken-to"
 
 
+class ChainLockedError(ChainPlanError):
+    """Another writer holds the chain's lock: this operation did not start."""
+
+
 def _identity(props: Mapping[str, str]) -> tuple[str | None, ...]:
     """What tells one hold of a lock from another (an older version wrote no writer token)."""
     return tuple(props.get(k) for k in (safety.P_OWNER, safety.P_SINCE, safety.P_WRITER))
@@ -138,7 +142,10 @@ class ChainLock:
         beat.check()
         try:
             props: dict[str, str] | None = self.catalog.properties(tables.lock)
-        except DbtRuntimeError:  # gone (or unreadable: not known to be this holder's)
+        except DbtRuntimeError as e:  # gone; any other failure is raised as it is (a
+            # metastore out of reach is not a lock taken over)
+            if "NOT_FOUND" not in str(e) and "not found" not in str(e).lower():
+                raise
             props = None
         if (props or {}).get(safety.P_WRITER) != beat.owner:
             beat.taken(props)
@@ -181,9 +188,11 @@ class ChainLock:
         record = {"run": run_id, "written": specs(written), "partitions": specs(invalidated)}
         self._name(tables, {safety.P_INVALIDATES: json.dumps(record)})
 
-    def _alter_lock(self, lock: str, sql: str) -> None:
-        """A change of the held lock's properties, never beside a renewal of its heartbeat."""
-        beat = self._heartbeats.get(lock)
+    def _alter_lock(self, tables: ChainTables, sql: str) -> None:
+        """A change of the held lock's properties, never beside a renewal of its heartbeat, and
+        only while the catalog's lock is this holder's (verify): never onto another's."""
+        self.verify(tables)
+        beat = self._heartbeats.get(str(tables.lock))
         with beat.altering() if beat is not None else nullcontext():
             self.run(sql)
 
@@ -199,8 +208,7 @@ class ChainLock:
 
     def _name(self, tables: ChainTables, record: Mapping[str, str]) -> None:
         lock = str(tables.lock)
-        self.verify(tables)  # never onto a lock another writer holds now
-        self._alter_lock(lock, S.set_view_properties(lock, record))
+        self._alter_lock(tables, S.set_view_properties(lock, record))
         self._invalidations[lock] = dict(record)
 
     def invalidated(self, tables: ChainTables) -> None:
@@ -208,7 +216,7 @@ class ChainLock:
         the run may write those snapshot partitions again)."""
         lock = str(tables.lock)
         if self._invalidations.pop(lock, None):
-            self._alter_lock(lock, S.unset_view_properties(lock, [safety.P_INVALIDATES]))
+            self._alter_lock(tables, S.unset_view_properties(lock, [safety.P_INVALIDATES]))
 
     def _acquire(
         self, tables: ChainTables, operation: str, me: safety.Owner, stage: Mapping[str, str]
@@ -281,7 +289,7 @@ class ChainLock:
         operation: str,
         holder: Mapping[str, str] | None,
         broken: Mapping[str, str] | None = None,
-    ) -> ChainPlanError:
+    ) -> ChainLockedError:
         """The refusal naming the lock's `holder`, or (None) saying that another writer broke
         the stale lock `broken` first."""
         what = (
@@ -290,7 +298,7 @@ class ChainLock:
             else f"another writer broke the stale lock of {safety.lock_holder_text(broken or {})} "
             "first"
         )
-        return ChainPlanError(
+        return ChainLockedError(
             f"{tables.view} is locked: {what}, so this {operation} did not start and wrote "
             f"nothing; retry when it is done (if that process is gone for good: DROP VIEW "
             f"{tables.lock})"
@@ -321,7 +329,7 @@ class ChainLock:
     def record_stage(self, tables: ChainTables, record: Mapping[str, str]) -> None:
         """Add `record` to what the lock names of the run's bare stage directory."""
         lock = str(tables.lock)
-        self._alter_lock(lock, S.set_view_properties(lock, record))
+        self._alter_lock(tables, S.set_view_properties(lock, record))
         self._stages.setdefault(lock, {}).update(record)
 
     def unstaged(self, tables: ChainTables) -> None:
