@@ -10,6 +10,11 @@ from collections.abc import Mapping
 MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 
 
+# what a model returns (model config chain_input): the day's changes, or the day's full state of
+# each group it returns rows for, which the run compares with the chain's state (run/full.py)
+CHAIN_INPUTS = ("changes", "full")
+
+
 AGGREGATE_FUNCTIONS = (
     "sum",
     "product",
@@ -163,6 +168,10 @@ P_CUMULATIVE = "chaintable.cumulative-delta"
 P_STORE_CHANGES = "chaintable.store-changes"
 
 
+# chain_input 'full' (stored only then: a chain of changes keeps its record)
+P_CHAIN_INPUT = "chaintable.chain-input"
+
+
 # on t__snapshot: t__changes exists with these columns (a digest of the chain's columns and
 # types, history/stored.py); unset before the table is dropped
 P_CHANGES_COLUMNS = "chaintable.changes-columns"
@@ -205,6 +214,7 @@ OPTIONAL_PROPERTIES = (
     P_PU_REMOVE_ON_DELETE,
     P_PU_IGNORE_DELETE,
     P_STORE_CHANGES,
+    P_CHAIN_INPUT,
     *COMPACTION_PROPERTIES,
 )
 
@@ -228,6 +238,7 @@ CONFIG_OF_PROPERTY = {
     P_PU_IGNORE_DELETE: "partial_update_ignore_delete",
     P_CUMULATIVE: "cumulative_delta",
     P_STORE_CHANGES: "chain_store_changes",
+    P_CHAIN_INPUT: "chain_input",
 }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from dbt.adapters.chaintable.base.keys import (
     AGGREGATE_FUNCTIONS,
+    CHAIN_INPUTS,
     DEFAULT_AGGREGATE_FUNCTION,
     MERGE_ENGINES,
 )
@@ -72,6 +73,40 @@ def read_engine(
             f"('{sequence_field}'): the first row wins, whatever its sequence"
         )
     return engine, sequence_field, rowkind_field
+
+
+def read_input(
+    config: Mapping[str, Any],
+    engine: str,
+    sequence_field: str | None,
+    rowkind_field: str | None,
+    fail: Callable[[str], ChainConfigError],
+) -> str:
+    """chain_input. A full state is compared with the chain's state of the group's day before,
+    key by key, and the latest day wins (docs/design.md#full-state-input): only the
+    deduplicate engine reads a day's state back as it was given, and the adapter writes the
+    row kind of its own changes."""
+    chain_input = str(config.get("chain_input") or "changes")
+    if chain_input not in CHAIN_INPUTS:
+        raise fail(f"chain_input '{chain_input}' is not one of {list(CHAIN_INPUTS)}")
+    if chain_input != "full":
+        return chain_input
+    if engine != "deduplicate":
+        raise fail(
+            f"chain_input 'full' takes merge_engine 'deduplicate' only, not '{engine}': a "
+            "day's full state is read back as it was given"
+        )
+    if sequence_field:
+        raise fail(
+            f"chain_input 'full' cannot be used with sequence_field '{sequence_field}': the "
+            "day order decides which state is the latest"
+        )
+    if rowkind_field:
+        raise fail(
+            f"chain_input 'full' cannot be used with rowkind_field '{rowkind_field}': the "
+            "adapter keeps the row kind of the changes it computes itself"
+        )
+    return chain_input
 
 
 def read_aggregates(

@@ -15,6 +15,7 @@ from dbt.adapters.chaintable.base.compaction_policy import CompactionPolicy
 from dbt.adapters.chaintable.base.keys import (
     DEFAULT_AGGREGATE_FUNCTION,
     P_AGG_SUFFIX,
+    P_CHAIN_INPUT,
     P_CHAIN_KEYS,
     P_CHECK_INTERVAL,
     P_CUMULATIVE,
@@ -42,6 +43,7 @@ from dbt.adapters.chaintable.base.option_rules import (
     read_deletes,
     read_engine,
     read_ignore_retract,
+    read_input,
     read_keys,
     read_max_num,
 )
@@ -76,6 +78,7 @@ class ChainOptions:
     # columns) take the values of the row with the highest group sequence
     sequence_groups: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     compaction: CompactionPolicy | None = None  # chain_compaction; None: compact when asked
+    chain_input: str = "changes"  # or 'full': the model returns each group's full state
 
     # ---- derived -------------------------------------------------------------------------
     @property
@@ -113,7 +116,6 @@ class ChainOptions:
         aggs, groups = read_aggregates(
             config, engine, primary_key, sequence_field, rowkind_field, fail
         )
-        ignore_retract = read_ignore_retract(config, fail)
         remove_on_delete, ignore_delete = read_deletes(config, fail)
         if groups:
             check_groups(
@@ -139,7 +141,7 @@ class ChainOptions:
             check_interval=config.get("partition_expiration_check_interval") or None,
             max_num=max_num,
             aggregate_functions=aggs,
-            ignore_retract=ignore_retract,
+            ignore_retract=read_ignore_retract(config, fail),
             remove_record_on_delete=remove_on_delete,
             ignore_delete=ignore_delete,
             cumulative_delta=parse_bool(
@@ -150,6 +152,7 @@ class ChainOptions:
             ),
             sequence_groups=groups,
             compaction=CompactionPolicy.from_config(config.get("chain_compaction"), fail),
+            chain_input=read_input(config, engine, sequence_field, rowkind_field, fail),
         )
         if opts.store_changes and not opts.cumulative_delta:
             raise fail(
@@ -237,6 +240,8 @@ class ChainOptions:
         props[P_CUMULATIVE] = str(self.cumulative_delta).lower()
         if self.store_changes:  # only when on: a chain that never stores them keeps its record
             props[P_STORE_CHANGES] = "true"
+        if self.chain_input != "changes":
+            props[P_CHAIN_INPUT] = self.chain_input
         for col, fn in self.aggregate_functions.items():
             props[f"{P_FIELD_PREFIX}{col}{P_AGG_SUFFIX}"] = fn
         for col in self.ignore_retract:
@@ -282,11 +287,13 @@ class ChainOptions:
             store_changes=as_bool(props.get(P_STORE_CHANGES, "false")),
             sequence_groups=tuple(sorted(groups)),
             compaction=CompactionPolicy.from_properties(props),
+            chain_input=props.get(P_CHAIN_INPUT, "changes"),
         )
 
     def structural_differences(self, other: ChainOptions) -> dict[str, tuple[Any, Any]]:
         """Options whose change would reinterpret stored data (a full refresh is needed)."""
-        keys = ("partition_by", "chain_keys", "primary_key")
+        # chain_input: a chain of changes has no row kind of the adapter's in its partitions
+        keys = ("partition_by", "chain_keys", "primary_key", "chain_input")
         return {
             k: (getattr(other, k), getattr(self, k))
             for k in keys
