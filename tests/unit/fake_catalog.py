@@ -200,15 +200,18 @@ class FakeConnections:
         if m:
             self.tables.pop(_unquote(m.group(1)), None)
             return
-        m = re.match(r"ALTER TABLE (\S+) (ADD|DROP IF EXISTS) (PARTITION .*)$", s, re.S)
+        m = re.match(
+            r"ALTER TABLE (\S+) (ADD(?: IF NOT EXISTS)?|DROP IF EXISTS) (PARTITION .*)$", s, re.S
+        )
         if m:
             t = self._get(m.group(1))
             for spec, loc in re.findall(
                 r"PARTITION \((.*?)\)(?: LOCATION '((?:[^'\\]|\\.)*)')?(?:,|\s|$)", m.group(3), re.S
             ):
                 path = _spec_path(spec)
-                if m.group(2) == "ADD":
-                    t.partitions.append(path)
+                if m.group(2).startswith("ADD"):
+                    if path not in t.partitions:
+                        t.partitions.append(path)
                     if loc:
                         t.part_locations[path] = loc
                 elif path in t.partitions:

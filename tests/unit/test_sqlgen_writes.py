@@ -30,11 +30,13 @@ def test_one_known_partition_is_written_with_a_static_spec_of_string_constants()
     )
 
 
-def test_empty_partition_and_drop_use_the_same_spec():
+def test_empty_partitions_and_drop_use_the_same_spec():
     spec = "`region` = 'e''u', `dt` = '2025-01-08'".replace("''", "\\'")
-    assert f"PARTITION ({spec}) SELECT CAST(NULL AS int) AS `id`" in R.empty_partition(
-        "s.p", ("e'u", "2025-01-08")
+    assert R.add_empty_partitions("s.p", [("e'u", "2025-01-08"), ("b", "2025-01-09")]) == (
+        f"ALTER TABLE s.p ADD IF NOT EXISTS PARTITION ({spec}) "
+        "PARTITION (`region` = 'b', `dt` = '2025-01-09')"
     )
+    assert R.add_empty_partitions("s.p", []) is None
     assert (
         R.drop_partitions("s.p", [("e'u", "2025-01-08")])
         == f"ALTER TABLE s.p DROP IF EXISTS PARTITION ({spec})"
@@ -67,3 +69,16 @@ def test_no_layout_by_key_when_the_primary_key_is_the_partition_columns():
     assert r.insert_overwrite("s.p", "SELECT 1", by_key=True) == r.insert_overwrite(
         "s.p", "SELECT 1"
     )
+
+
+def test_an_in_list_of_a_hundred_to_a_thousand_values_is_said_in_pieces_of_a_hundred():
+    """Spark gives the metastore an IN list of at most 1,000 values on a partition column as
+    nested ORs, which Derby's parser overflows its stack on from ~700 (chain/sql.py)."""
+    values = [f"g{i:04d}" for i in range(1001)]
+    lits = [f"'{v}'" for v in values]
+    assert R._in("region", values[:100]) == f"`region` IN ({', '.join(lits[:100])})"
+    assert R._in("region", values[:150]) == (
+        f"(`region` IN ({', '.join(lits[:100])}) OR `region` IN ({', '.join(lits[100:150])}))"
+    )
+    assert R._in("region", values[:1000]).count(" IN (") == 10
+    assert R._in("region", values) == f"`region` IN ({', '.join(lits)})"

@@ -30,9 +30,7 @@ SELECT `id`, `v`, `op`, `seq`, `region`, '20250104' AS `dt` FROM (SELECT `id`, `
 ;
 SHOW PARTITIONS s.t__chain_pub_w1
 ;
-INSERT OVERWRITE TABLE s.t__chain_pub_w1 PARTITION (`region` = 'CN', `dt` = '20250104') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
-;
-INSERT OVERWRITE TABLE s.t__chain_pub_w1 PARTITION (`region` = 'US', `dt` = '20250104') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
+ALTER TABLE s.t__chain_pub_w1 ADD IF NOT EXISTS PARTITION (`region` = 'CN', `dt` = '20250104') PARTITION (`region` = 'US', `dt` = '20250104')
 ;
 SHOW TBLPROPERTIES s.t__chain_lock
 ;

@@ -31,7 +31,7 @@ SHOW PARTITIONS s.t__snapshot
 ;
 SHOW PARTITIONS s.t__delta
 ;
-INSERT OVERWRITE TABLE s.t__chain_stage_w1 PARTITION (`region` = 'US', `dt` = '20250111') SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq` WHERE 1 = 0
+ALTER TABLE s.t__chain_stage_w1 ADD IF NOT EXISTS PARTITION (`region` = 'US', `dt` = '20250111')
 ;
 SHOW TBLPROPERTIES s.t__chain_lock
 ;
@@ -55,9 +55,7 @@ SELECT CAST(`id` AS int) AS `id`, CAST(`v` AS string) AS `v`, CAST(`op` AS strin
 ;
 SHOW PARTITIONS s.t__cumulative
 ;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'CN', `dt` = '20250111', `ct__stamp` = '01c2f1eb9ff590da') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
-;
-INSERT OVERWRITE TABLE s.t__cumulative PARTITION (`region` = 'US', `dt` = '20250111', `ct__stamp` = '302087a0da890e2b') (`id`, `v`, `op`, `seq`, `ct__mask`) SELECT CAST(NULL AS int) AS `id`, CAST(NULL AS string) AS `v`, CAST(NULL AS string) AS `op`, CAST(NULL AS bigint) AS `seq`, NULL WHERE 1 = 0
+ALTER TABLE s.t__cumulative ADD IF NOT EXISTS PARTITION (`region` = 'CN', `dt` = '20250111', `ct__stamp` = '01c2f1eb9ff590da') PARTITION (`region` = 'US', `dt` = '20250111', `ct__stamp` = '302087a0da890e2b')
 ;
 CREATE TABLE IF NOT EXISTS s.t__chain_map (`region` string, `ct__target_dt` string, `ct__source_dt` string, `ct__branch` string, `ct__stamp` string, `ct__version` STRING) USING parquet PARTITIONED BY (`ct__version`)
 ;

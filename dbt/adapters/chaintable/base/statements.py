@@ -195,6 +195,19 @@ def drop_partitions(
     return f"ALTER TABLE {relation} DROP IF EXISTS {specs}"
 
 
+def add_empty_partitions(
+    relation: str, columns: Sequence[str], parts: Sequence[Sequence[str]]
+) -> str | None:
+    """Add empty partitions (given by their values) at their default paths in one statement:
+    the metastore adds them in one call and makes their directories, where a static overwrite
+    without rows costs a Spark job a partition (~0.25 s: 1,000 groups' day with few changes
+    took minutes, tests/functional/test_many_groups.py). None when there are none."""
+    if not parts:
+        return None
+    specs = " ".join(f"PARTITION ({spec_sql(columns, values)})" for values in parts)
+    return f"ALTER TABLE {relation} ADD IF NOT EXISTS {specs}"
+
+
 def count_rows(relation: str, where: str) -> str:
     return f"SELECT count(*) FROM {relation} WHERE {where}"
 

@@ -15,6 +15,9 @@ from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql
 if TYPE_CHECKING:
     from dbt.adapters.chaintable.chain.catalog import Loaded
 
+# the most values of one IN list on a partition column (ChainSql._in)
+IN_PIECE = 100
+
 
 class ChainSql:
     """SQL for one chain table: its columns (table order), partition column types and branches."""
@@ -97,9 +100,19 @@ class ChainSql:
         return " OR ".join(terms)
 
     def _in(self, column: str, values: Sequence[str]) -> str:
+        """`column IN (values)`. Spark hands the metastore an IN list on a partition column of
+        at most 1,000 values (spark.sql.hive.metastorePartitionPruningInSetThreshold) as one
+        `c = v1 or c = v2 ...`, which the metastore nests one level a value: from ~700 values
+        its Derby overflows the stack (tests/functional/test_many_groups.py). Such a list is
+        said in pieces of IN_PIECE values (nested one level a piece); a longer one Spark
+        hands over as a range."""
         if len(values) == 1:
             return f"{q(column)} = {self.lit(column, values[0])}"
-        return f"{q(column)} IN ({', '.join(self.lit(column, v) for v in values)})"
+        lits = [self.lit(column, v) for v in values]
+        if len(lits) <= IN_PIECE or len(lits) > 1000:
+            return f"{q(column)} IN ({', '.join(lits)})"
+        pieces = [lits[i : i + IN_PIECE] for i in range(0, len(lits), IN_PIECE)]
+        return "(" + " OR ".join(f"{q(column)} IN ({', '.join(p)})" for p in pieces) + ")"
 
     def select_all(self, table: str) -> str:
         """Every row of `table`, this table's columns in table order."""

@@ -250,11 +250,10 @@ class Accumulator:
                 )
         if not listed:  # the table exists now (_ensure_table): listed without asking
             parts = set(self.catalog.cumulative_partitions(loaded.tables, opts, True) or ())
-        for b in builds:  # a day whose deltas changed no key has no rows: still served
-            if b.partition not in parts:
-                self.run(cumulative_sql.empty(renderer, b.plan.group + b.plan.chain, b.stamp))
-                parts.add(b.partition)
-        return parts
+        # a day whose deltas changed no key has no rows: still served
+        empties = [b.partition for b in builds if b.partition not in parts]
+        self.run(cumulative_sql.add_empty(renderer, empties))
+        return parts | set(empties)
 
     def _anchorless(
         self, loaded: Loaded, builds: Sequence[cumulative.Build], lowest: Mapping[Values, float]

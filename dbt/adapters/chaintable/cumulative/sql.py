@@ -9,7 +9,7 @@ from collections.abc import Collection, Sequence
 from dbt.adapters.chaintable.base import statements
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
-from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql
+from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q
 from dbt.adapters.chaintable.chain.sql import ChainSql
 from dbt.adapters.chaintable.chain.tables import STAMP_COLUMN
 from dbt.adapters.chaintable.cumulative.plan import (
@@ -286,16 +286,10 @@ def sequence_max(r: ChainSql, kind: str, anchors: Sequence[Values], count: bool 
     )
 
 
-def empty(r: ChainSql, values: Values, stamp: str) -> str:
-    """An empty C partition: a day of a group whose deltas changed no key."""
-    nulls = ", ".join(
-        [*(f"CAST(NULL AS {r.type_of(c)}) AS {q(c)}" for c in r.data_columns), "NULL"]
-    )
-    spec = spec_sql([*r.opts.partition_by, STAMP_COLUMN], (*values, stamp))
-    names = cols_sql([*r.data_columns, MASK_COLUMN])  # by name, as in build
-    return (
-        f"INSERT OVERWRITE TABLE {r.cumulative} PARTITION ({spec}) ({names}) "
-        f"SELECT {nulls} WHERE 1 = 0"
+def add_empty(r: ChainSql, parts: Sequence[Values]) -> str | None:
+    """Empty C partitions (values + stamp): days of groups whose deltas changed no key."""
+    return statements.add_empty_partitions(
+        r.cumulative, [*r.opts.partition_by, STAMP_COLUMN], parts
     )
 
 

@@ -28,7 +28,7 @@ from dbt.adapters.chaintable.base import statements as S
 from dbt.adapters.chaintable.base.keys import P_CHANGES_COLUMNS, P_CHANGES_VOID
 from dbt.adapters.chaintable.base.partitions import ChainPlanError, Values, parse_partition_path
 from dbt.adapters.chaintable.base.progress import Stopwatch
-from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, spec_sql
+from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q
 from dbt.adapters.chaintable.base.runner import LeaseLostError, logger
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.chain.lineage import compacted_of
@@ -193,11 +193,7 @@ def insert_sql(r: Renderer, table: str, changes: str, stamps: Mapping[Values, st
 
 def add_empty_sql(r: Renderer, table: str, parts: Sequence[Values]) -> str | None:
     """Partitions (values + stamp) a day without changes leaves out of the insert."""
-    if not parts:
-        return None
-    cols = [*r.opts.partition_by, STAMP_COLUMN]
-    specs = " ".join(f"PARTITION ({spec_sql(cols, p)})" for p in parts)
-    return f"ALTER TABLE {table} ADD IF NOT EXISTS {specs}"
+    return S.add_empty_partitions(table, [*r.opts.partition_by, STAMP_COLUMN], parts)
 
 
 def read_sql(r: Renderer, table: str, to: Values, stamps: Mapping[Values, str]) -> str:

@@ -81,9 +81,7 @@ class Publisher:
             return known
         self.run(renderer.insert_overwrite(pub, source_sql, by_key=by_key))
         present = set(self.catalog.partitions(pub, loaded.opts.partition_by))
-        for part in parts:
-            if part not in present:
-                self.run(renderer.empty_partition(pub, part))
+        self.run(renderer.add_empty_partitions(pub, [p for p in parts if p not in present]))
         return known
 
     def _new_generations(

@@ -144,10 +144,9 @@ class Renderer(ChainSql):
             f"SORT BY {cols_sql(order)}"
         )
 
-    def empty_partition(self, table: str, values: Values) -> str:
-        """A fully static overwrite with no rows: creates or empties exactly one partition."""
-        nulls = ", ".join(f"CAST(NULL AS {self.type_of(c)}) AS {q(c)}" for c in self.data_columns)
-        return f"INSERT OVERWRITE TABLE {table} PARTITION ({self.spec(values)}) SELECT {nulls} WHERE 1 = 0"
+    def add_empty_partitions(self, table: str, parts: Sequence[Values]) -> str | None:
+        """Partitions new to `table` with no rows, in one statement (statements.add_empty_partitions)."""
+        return statements.add_empty_partitions(table, self.opts.partition_by, parts)
 
     def drop_partitions(self, table: str, parts: Sequence[Values]) -> str | None:
         return statements.drop_partitions(table, self.opts.partition_by, parts)

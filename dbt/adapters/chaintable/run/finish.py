@@ -65,8 +65,7 @@ class Finisher:
         if merge:
             source = renderer.batch_merge(source)
         if not run.publishes:  # first run / full refresh: the tables are new, nothing to protect
-            for part in plan.empties:
-                self.run(renderer.empty_partition(str(target), part))
+            self.run(renderer.add_empty_partitions(str(target), plan.empties))
             self.run(renderer.insert_overwrite(str(target), source))
             return False
         if merge:  # the stage holds raw rows: publish the merged ones from a table of their own
@@ -97,8 +96,7 @@ class Finisher:
             str(tables.stage),
             "",
         )
-        for part in plan.empties:
-            self.run(stage_renderer.empty_partition(str(tables.stage), part))
+        self.run(stage_renderer.add_empty_partitions(str(tables.stage), plan.empties))
         known = default_partition_directories(
             stage.directory, plan.stage_columns, opts.partition_by, plan.written
         )
