@@ -33,7 +33,9 @@ COLUMNS = "id int, v string, region string, dt string"
 WRITERS = 3
 # the chain's own relations; anything else named t__* is scratch or a lock
 DERIVED = ("t__snapshot", "t__delta", "t__chain_map")
-TRIALS = 20
+# in one driver Spark sends the writers' catalog calls one at a time: the trials here are few,
+# the twenty that race on the metastore itself are test_lock_race_metastore.py's
+TRIALS = 5
 
 
 class SparkConnections:
@@ -131,7 +133,7 @@ def first_load(project):
     return project
 
 
-def test_three_writers_breaking_one_stale_lock_twenty_times_one_wins_each_time(
+def test_three_writers_breaking_one_stale_lock_one_wins_each_time(
     first_load, monkeypatch
 ):
     """Each trial: a stale lock; three writers judge it stale and are held at `lock.break`

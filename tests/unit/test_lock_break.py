@@ -78,6 +78,31 @@ def test_of_two_writers_that_judged_one_lock_stale_the_second_to_rename_is_refus
     assert sorted(n for n in conns.tables if "broken" in n) == ["s.t__chain_lock_broken_b0000000"]
 
 
+def test_a_rename_renamed_again_by_a_racing_writer_is_refused(monkeypatch):
+    """On a metastore on PostgreSQL two renames of one view can both succeed, the later one
+    renaming the earlier one's result: A's rename went through, then B's renamed it to B's
+    name. A finds its claim gone and is refused naming B; B's claim holds the dead lock."""
+    monkeypatch.setattr(lock_module, "WINNER_WAIT", 0.0)
+    conns = FakeConnections()
+    plant(conns, DEAD)
+    a_lock, tables = writer(conns)
+    send = conns.add_query
+
+    def racing(sql: str, *args, **kwargs):
+        out = send(sql, *args, **kwargs)
+        if sql == "ALTER VIEW s.t__chain_lock RENAME TO s.t__chain_lock_broken_a0000000":
+            send("ALTER VIEW s.t__chain_lock_broken_a0000000 RENAME TO s.t__chain_lock_broken_b0000000")
+            plant(conns, LIVE)  # B's own lock, taken right after
+        return out
+
+    monkeypatch.setattr(conns, "add_query", racing)
+    with pytest.raises(ChainPlanError, match=r"by process 7 on pod-c .* is writing it"):
+        a_lock._break(tables, "run of model 't'", DEAD, "a0000000")
+    assert props_of(conns) == LIVE
+    assert props_of(conns, "t__chain_lock_broken_b0000000")[safety.P_OWNER] == DEAD[safety.P_OWNER]
+    assert sorted(n for n in conns.tables if "broken" in n) == ["s.t__chain_lock_broken_b0000000"]
+
+
 def test_a_rename_that_took_a_fresh_lock_gives_it_back_and_stands_aside():
     """Between A's look at the stale lock and A's rename, the stale lock was replaced by a
     live writer's: A renamed the live lock, sees it is not the one it judged, renames it back
