@@ -271,9 +271,9 @@ class ChainLock:
         except DbtRuntimeError as e:
             if not _not_found(e):
                 raise
-            # renamed away under this writer: a metastore on PostgreSQL lets two renames of one
-            # view both succeed, the second renaming the first's result, so the last one holds
-            # it (tests/functional/test_lock_race.py, on a metastore service)
+            # renamed away under this writer: a metastore whose database reads committed rows
+            # (PostgreSQL's default) can let two renames of one view both succeed, the second
+            # renaming the first's result; the last one holds it (tests/unit/test_lock_break.py)
             raise self._locked(tables, operation, self._winner(tables), holder) from None
         if _identity(taken) != _identity(holder):
             # between the look and the rename another writer broke the stale lock and took a
