@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
+from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -37,9 +38,15 @@ class ChainLockedError(ChainPlanError):
     """Another writer holds the chain's lock: this operation did not start."""
 
 
-def _not_found(e: Exception) -> bool:
-    """The catalog's answer that a table or view does not exist (and not that it is out of reach)."""
-    return "NOT_FOUND" in str(e) or "not found" in str(e).lower()
+def _properties_if_there(catalog: Catalog, relation: Any) -> dict[str, str] | None:
+    """The relation's properties; None when the catalog says it does not exist. Any other
+    failure is raised as it is (a metastore out of reach is not a lock taken over)."""
+    try:
+        return catalog.properties(relation)
+    except DbtRuntimeError as e:
+        if "NOT_FOUND" not in str(e) and "not found" not in str(e).lower():
+            raise
+        return None
 
 
 def _identity(props: Mapping[str, str]) -> tuple[str | None, ...]:
@@ -145,13 +152,7 @@ class ChainLock:
         if beat is None:
             return
         beat.check()
-        try:
-            props: dict[str, str] | None = self.catalog.properties(tables.lock)
-        except DbtRuntimeError as e:  # gone; any other failure is raised as it is (a
-            # metastore out of reach is not a lock taken over)
-            if not _not_found(e):
-                raise
-            props = None
+        props = _properties_if_there(self.catalog, tables.lock)
         if (props or {}).get(safety.P_WRITER) != beat.owner:
             beat.taken(props)
             beat.check()
@@ -266,15 +267,11 @@ class ChainLock:
             self.catalog.runner.run_on_lock(S.rename_view(str(tables.lock), str(claim)))
         except DbtRuntimeError:
             raise self._locked(tables, operation, self._winner(tables), holder) from None
-        try:
-            taken = self.catalog.properties(claim)
-        except DbtRuntimeError as e:
-            if not _not_found(e):
-                raise
-            # renamed away under this writer: a metastore whose database reads committed rows
-            # (PostgreSQL's default) can let two renames of one view both succeed, the second
-            # renaming the first's result; the last one holds it (tests/unit/test_lock_break.py)
-            raise self._locked(tables, operation, self._winner(tables), holder) from None
+        taken = _properties_if_there(self.catalog, claim)
+        if taken is None:  # renamed away under this writer: a metastore whose database reads
+            # committed rows (PostgreSQL's default) can let two renames of one view both
+            # succeed, the second renaming the first's result (tests/unit/test_lock_break.py)
+            raise self._locked(tables, operation, self._winner(tables), holder)
         if _identity(taken) != _identity(holder):
             # between the look and the rename another writer broke the stale lock and took a
             # fresh one: that one was renamed; it goes back, and this writer stands aside
