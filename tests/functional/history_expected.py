@@ -1,4 +1,4 @@
-"""What chain_changes and chain_history must give (SPEC §8), computed in Python from each day's
+"""What chain_changes and chain_history must give (docs/design.md#history-by-business-day), computed in Python from each day's
 full state read through the view: a full diff of two days, and the versions `dbt snapshot`
 records when run on each day in turn. Used by tests/functional/test_history.py (hand-written
 histories) and tests/functional/test_cumulative_random.py (random ones).

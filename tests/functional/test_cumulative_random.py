@@ -8,7 +8,7 @@ and through chain_read, as `m` before or as `m` after the operation, and after t
 as `m` after it. After every step every day read through the view equals `m` row for row, and so
 does every day read through chain_read. Every kind of operation comes at least once (`plan`), in
 an order the seed draws. Once the history is built, chain_changes and chain_history over random
-ranges of its days (SPEC §8) equal what the full states of those days give, on both models."""
+ranges of its days (docs/design.md#history-by-business-day) equal what the full states of those days give, on both models."""
 
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def read_ranges(p, queries: dict[str, str], day: str) -> dict[str, dict[str, lis
 def history_is_the_full_states(p, rng: random.Random, models: Sequence[str]) -> None:
     """For each of `models`: chain_changes over random pairs of published days (and for `t`
     the last three pairs of consecutive days, which read the changes its runs stored) and
-    chain_history over a random range (SPEC §8) equal a full diff of the days' states read
+    chain_history over a random range (docs/design.md#history-by-business-day) equal a full diff of the days' states read
     through the view and the versions `dbt snapshot` records from them
     (tests/functional/history_expected.py). Every model's ranges compile in one invocation."""
     queries, draws = {}, []

@@ -1,4 +1,4 @@
-"""History by business day (SPEC §8) through real dbt: chain_changes equals a full diff of the
+"""History by business day (docs/design.md#history-by-business-day) through real dbt: chain_changes equals a full diff of the
 two days' states read through the view, and chain_history equals the versions that `dbt
 snapshot` would record from each day's state read through the view (computed here in Python),
 for deduplicate (sequence field and row kinds), partial-update (sequence groups) and aggregation,

@@ -1,4 +1,4 @@
-"""History by business day (SPEC §8, history/): which days a range reads, which groups are read
+"""History by business day (docs/design.md#history-by-business-day, history/): which days a range reads, which groups are read
 for the changed keys only, the shape of chain_changes' and chain_history's SQL, and the errors.
 The rows they give are checked on real Spark in tests/functional/test_history.py."""
 

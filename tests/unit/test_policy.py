@@ -134,7 +134,7 @@ class TestConfig:
 
     @pytest.mark.parametrize("raw", [None, {}, "", "none", "None", False, "false"])
     def test_none_in_any_spelling_is_no_policy(self, raw):
-        """SPEC 7's default "none": YAML reads `chain_compaction: none` as the string."""
+        """The compaction policy's default "none" (docs/design.md#compaction-policy): YAML reads `chain_compaction: none` as the string."""
         assert ChainOptions.from_config("t", {**BASE, "chain_compaction": raw}).compaction is None
 
 

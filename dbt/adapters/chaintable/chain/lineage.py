@@ -2,7 +2,7 @@
 (docs/design.md#history-by-business-day).
 
 A snapshot partition compact_chain wrote holds the merged read of its anchor and deltas at that
-time (SPEC 3). It still equals the merged read of the current ones while none of them changed:
+time (docs/design.md#compaction). It still equals the merged read of the current ones while none of them changed:
 the compaction records, on t__snapshot (P_COMPACTED), the partition's token and its anchor's
 (P_SNAPSHOT_GENERATIONS: every publish of a snapshot partition gives it a new one) and the delta
 partitions it read under which options and columns. A later write of the partition or of its

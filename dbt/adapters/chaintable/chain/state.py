@@ -225,8 +225,8 @@ class ChainState:
         """Snapshots built on a delta partition that is being rewritten: the later snapshots of
         the same group that compaction wrote, each from the one before it. A snapshot with no
         delta at its own value was a full write (compaction writes a day only from its delta,
-        SPEC 3): it was not built on the old delta, nor were the snapshots after it, built on
-        it. {snapshot: delta}."""
+        docs/design.md#compaction): it was not built on the old delta, nor were the snapshots
+        after it, built on it. {snapshot: delta}."""
         stale: dict[Values, Values] = {}
         snaps = self.snapshot_chains()
         for part in sorted(written):

@@ -1,4 +1,4 @@
-"""Pure planning of the history macros (SPEC §8, docs/design.md#history-by-business-day):
+"""Pure planning of the history macros (docs/design.md#history-by-business-day):
 which days a range covers, how each group's days are read, and which keys can have changed.
 
 A group's days split into segments: runs of consecutive days of the range that read from the

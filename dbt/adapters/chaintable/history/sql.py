@@ -1,4 +1,4 @@
-"""SQL of the history macros (SPEC §8): chain_changes and chain_history over a HistoryPlan.
+"""SQL of the history macros (docs/design.md#history-by-business-day): chain_changes and chain_history over a HistoryPlan.
 
 Every state read here is the chain's own read of a day (Renderer.partition_read, the
 cumulative delta where it serves the day), so each engine, row kind, sequence group and group
@@ -126,7 +126,7 @@ def _touched_read(
 
 # ---- chain_changes ----------------------------------------------------------------------------
 def changes(r: Renderer, plan: HistoryPlan, serving: Mapping[Values, str]) -> str:
-    """One row per key whose state on `to` differs from its state on `from` (SPEC §8)."""
+    """One row per key whose state on `to` differs from its state on `from`."""
     keys_sql = candidate_keys(r, plan)
     to_state = day_state(r, plan, len(plan.days) - 1, serving, keys_sql)
     from_state = day_state(r, plan, 0, serving, keys_sql)
@@ -156,7 +156,7 @@ def changes(r: Renderer, plan: HistoryPlan, serving: Mapping[Values, str]) -> st
 
 # ---- chain_history ----------------------------------------------------------------------------
 def history(r: Renderer, plan: HistoryPlan, serving: Mapping[Values, str]) -> str:
-    """Every version of every key over the plan's days (SPEC §8). Each group's segment (days
+    """Every version of every key over the plan's days. Each group's segment (days
     with one base) is read in full on its first day, and on its other days for the keys its
     deltas touched only. Every row carries the last day it is known to hold for (`__ct_upto`):
     its own day, or for a key no delta of the segment touched, the segment's last day. Per key

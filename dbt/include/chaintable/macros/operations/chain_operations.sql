@@ -60,13 +60,13 @@
   {{ return("(" ~ adapter.chain_read_sql(rel, partition) ~ ")") }}
 {% endmacro %}
 
-{#-- The keys whose state changed from one day to another (SPEC §8), as a subquery:
+{#-- The keys whose state changed from one day to another (README: History), as a subquery:
      `select * from {{ chain_changes(ref('t'), {'dt': '20250801'}, {'dt': '20250808'}) }}`. --#}
 {% macro chain_changes(relation, from_day, to_day) %}
   {{ return(chain_range_read('changes', relation, from_day, to_day)) }}
 {% endmacro %}
 
-{#-- Every version of every key from one day to another by business day (SPEC §8), as a subquery:
+{#-- Every version of every key from one day to another by business day (README: History), as a subquery:
      `select * from {{ chain_history(ref('t'), 'dt=20250801', 'dt=20250808') }}`. --#}
 {% macro chain_history(relation, from_day, to_day) %}
   {{ return(chain_range_read('history', relation, from_day, to_day)) }}
