@@ -6,10 +6,21 @@ import re
 import pytest
 
 from dbt.adapters.chaintable.base.config import ModelSettings
-from dbt.adapters.chaintable.base.keys import P_CHAIN_INPUT, dropped_options, reserved_property
+from dbt.adapters.chaintable.base.keys import (
+    FULL_KIND,
+    P_CHAIN_INPUT,
+    P_ROWKIND,
+    dropped_options,
+    reserved_property,
+)
 from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.partitions import ChainPlanError
 from dbt.adapters.chaintable.base.values import ChainConfigError
+from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
+from dbt.adapters.chaintable.read.visible import visible_changes_sql, visible_sql
 from dbt.adapters.chaintable.run.changes import full_refresh_reason
+from dbt.adapters.chaintable.run.full import diff_sql, first_load_sql, groups_sql, plan_full
+from dbt.adapters.chaintable.run.model import empty_partitions
 
 BASE = {
     "partition_by": ["region", "dt"],
@@ -89,16 +100,116 @@ def test_the_stored_input_is_the_adapters_and_dropped_when_no_longer_configured(
     )
     full = ChainOptions.from_config("m", FULL).to_properties()
     plain = ChainOptions.from_config("m", BASE).to_properties()
-    assert dropped_options(full, plain) == [P_CHAIN_INPUT]
+    assert dropped_options(full, plain) == [P_CHAIN_INPUT, P_ROWKIND]
     assert re.fullmatch(r"chaintable\.[a-z-]+", P_CHAIN_INPUT)
 
 
-def test_a_run_of_a_full_chain_is_refused_until_the_comparison_is_built():
-    with pytest.raises(ChainConfigError) as e:
-        ModelSettings.from_config("customers", FULL)
-    assert e.value.msg == (
-        "chain_incremental model 'customers': chain_input 'full' is not available in this "
-        "version yet; return the day's changes (chain_input 'changes') or write each extract "
-        "with chain_branch 'snapshot'"
+# ---- the run's comparison (run/full.py): pure planning and its SQL --------------------------
+FULL_OPTS = ChainOptions.from_config("m", FULL)
+
+
+def grouped_state(snaps, deltas):
+    return ChainState.build(FULL_OPTS, snaps, deltas, {"dt": "string"})
+
+
+def test_each_group_is_compared_with_its_latest_day_before():
+    s = grouped_state(
+        [("CN", "20250801"), ("US", "20250801")],
+        [("CN", "20250802"), ("CN", "20250803"), ("US", "20250802")],
     )
-    assert ModelSettings.from_config("customers", BASE).opts.chain_input == "changes"
+    plan = plan_full(s, "m", ("20250804",), [("CN",), ("US",), ("JP",)])
+    assert plan.groups == (("CN",), ("JP",), ("US",))
+    assert plan.previous == (
+        ReadPlan(("CN",), ("20250803",), False, ("20250801",), (("20250802",), ("20250803",))),
+        ReadPlan(("US",), ("20250802",), False, ("20250801",), (("20250802",),)),
+    )
+    assert plan.by_day() == {("20250803",): [plan.previous[0]], ("20250802",): [plan.previous[1]]}
+    rerun = plan_full(s, "m", ("20250803",), [("CN",)])  # the newest day again: its day before
+    assert rerun.previous == (
+        ReadPlan(("CN",), ("20250802",), False, ("20250801",), (("20250802",),)),
+    )
+    with pytest.raises(ChainPlanError):  # CN holds days after 0801
+        plan_full(s, "m", ("20250801",), [("CN",)])
+    assert plan_full(s, "m", ("20250805",), []).previous == ()
+
+
+def test_a_day_before_a_held_day_of_the_group_is_refused_naming_both():
+    s = grouped_state([("CN", "20250801")], [("CN", "20250805")])
+    with pytest.raises(ChainPlanError) as e:
+        plan_full(s, "customers", ("20250803",), [("CN",)])
+    assert e.value.msg == (
+        "chain_incremental model 'customers': chain_input 'full' cannot write day "
+        "region=CN/dt=20250803: the group holds a later day (region=CN/dt=20250805), whose "
+        "stored changes were compared with this day's state; nothing was written"
+    )
+    assert plan_full(s, "customers", ("20250803",), [("US",)]).previous == ()
+
+
+def test_the_diff_inserts_updates_and_deletes_by_key():
+    cols = ["id", "name", "region", "dt"]
+    sql = diff_sql(FULL_OPTS, cols, "MODEL", "PREV", {"dt": "'20250804'"})
+    assert sql == (
+        "SELECT CASE WHEN __o.__ct_on THEN __o.`id` ELSE __p.`id` END AS `id`, "
+        "CASE WHEN __o.__ct_on THEN __o.`name` ELSE __p.`name` END AS `name`, "
+        "CASE WHEN __o.__ct_on THEN __o.`region` ELSE __p.`region` END AS `region`, "
+        "CASE WHEN __o.__ct_on THEN __o.`dt` ELSE '20250804' END AS `dt`, "
+        "CASE WHEN __o.__ct_on THEN '+I' ELSE '-D' END AS `ct__kind`\n"
+        "FROM (SELECT `id`, `name`, `region`, `dt`, true AS __ct_on, count(*) OVER "
+        "(PARTITION BY `id`, `region`) AS __ct_n FROM (MODEL) __m) __o\n"
+        "FULL OUTER JOIN (SELECT `id`, `name`, `region`, `dt`, true AS __ct_on "
+        "FROM (PREV) __q) __p\nON __o.`id` = __p.`id` AND __o.`region` = __p.`region`\n"
+        "WHERE __o.__ct_on IS NULL OR __p.__ct_on IS NULL OR __o.__ct_n > 1 "
+        "OR NOT (__o.`name` <=> __p.`name`)"
+    )
+    assert diff_sql(FULL_OPTS, cols, "MODEL", None, {}) == first_load_sql("MODEL")
+    assert first_load_sql("MODEL") == "SELECT *, '+I' AS `ct__kind` FROM (MODEL) __full"
+
+
+def test_the_groups_of_the_output_are_asked_as_partition_names():
+    assert groups_sql(FULL_OPTS, "MODEL") == (
+        "SELECT DISTINCT CAST(`region` AS STRING) FROM (MODEL) __g"
+    )
+    single = ChainOptions.from_config(
+        "m", {"partition_by": ["dt"], "primary_key": ["id", "dt"], "chain_input": "full"}
+    )
+    assert groups_sql(single, "MODEL") == "SELECT true FROM (MODEL) __g LIMIT 1"
+
+
+def test_reads_leave_the_kind_column_out_of_a_full_chain_only():
+    cols = ["id", "name", FULL_KIND, "region", "dt"]
+    assert visible_sql(FULL_OPTS, cols, "R", ["ct__to_dt"]) == (
+        "SELECT `id`, `name`, `region`, `dt`, `ct__to_dt` FROM (R) __visible"
+    )
+    plain = ChainOptions.from_config("m", BASE)
+    assert visible_sql(plain, cols, "R") == "R"
+    assert visible_changes_sql(plain, cols, "R", "ct__change", "ct__before") == "R"
+    assert visible_changes_sql(FULL_OPTS, cols, "R", "ct__change", "ct__before") == (
+        "SELECT `id`, `name`, `region`, `dt`, `ct__change`, CASE WHEN `ct__before` IS NOT NULL "
+        "THEN named_struct('id', `ct__before`.`id`, 'name', `ct__before`.`name`, 'region', "
+        "`ct__before`.`region`, 'dt', `ct__before`.`dt`) END AS `ct__before` FROM (R) __visible"
+    )
+
+
+def test_a_group_without_rows_keeps_the_day_it_holds():
+    settings = ModelSettings.from_config("m", {**FULL, "chain_partition": {"dt": "20250803"}})
+    s = grouped_state([("CN", "20250801"), ("US", "20250801")], [("US", "20250803")])
+    # the output has CN only, and no change in it: CN's day is written empty, US's kept
+    assert empty_partitions(settings, s, [], [("CN",)]) == [("CN", "20250803")]
+    # a chain of changes gives every group without rows its empty day
+    assert empty_partitions(settings, s, []) == [("CN", "20250803"), ("US", "20250803")]
+    assert empty_partitions(settings, s, [], []) == [("CN", "20250803")]
+    forced = ModelSettings.from_config(
+        "m", {**FULL, "chain_partition": {"dt": "20250803"}, "chain_branch": "snapshot"}
+    )
+    assert empty_partitions(forced, s, [], [("CN",)]) == []  # no empty state is written
+
+
+def test_a_full_chain_stores_its_kind_and_refuses_a_column_of_that_name():
+    assert (FULL_OPTS.rowkind_field, FULL_OPTS.to_properties()[P_ROWKIND]) == (FULL_KIND,) * 2
+    FULL_OPTS.validate_columns("m", ["id", "name", "region", "dt"])
+    with pytest.raises(ChainConfigError) as e:
+        FULL_OPTS.validate_columns("m", ["id", FULL_KIND, "region", "dt"])
+    assert e.value.msg == (
+        "chain_incremental model 'm': column 'ct__kind' is the row kind chain_input 'full' "
+        "keeps; rename the model's column"
+    )

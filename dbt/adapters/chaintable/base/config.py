@@ -77,16 +77,6 @@ class ChainTableConfig(SparkConfig):
     tblproperties: dict[str, str] | None = None
 
 
-def _refuse_unbuilt(opts: ChainOptions, fail: Any) -> None:
-    """The options of chain_input 'full' are checked and stored, the run's comparison is not
-    built yet: a chain fed full states would read each day's extract as changes."""
-    if opts.chain_input == "full":
-        raise fail(
-            "chain_input 'full' is not available in this version yet; return the day's "
-            "changes (chain_input 'changes') or write each extract with chain_branch 'snapshot'"
-        )
-
-
 @dataclass(frozen=True)
 class ModelSettings:
     """A model's config, validated: the chain options plus how this model's tables are laid out
@@ -114,7 +104,6 @@ class ModelSettings:
             return ChainConfigError(f"chain_incremental model '{model}': {msg}")
 
         opts = ChainOptions.from_config(model, config)
-        _refuse_unbuilt(opts, fail)
         forced = config.get("chain_branch")
         if forced is not None and forced not in BRANCHES:
             raise ChainConfigError(

@@ -13,6 +13,8 @@ MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 # what a model returns (model config chain_input): the day's changes, or the day's full state of
 # each group it returns rows for, which the run compares with the chain's state (run/full.py)
 CHAIN_INPUTS = ("changes", "full")
+# a full chain's rowkind field: the adapter's own column, '+I' or '-D', never read out
+FULL_KIND = "ct__kind"
 
 
 AGGREGATE_FUNCTIONS = (

@@ -14,6 +14,7 @@ from dbt.adapters.chaintable.base import timestamps
 from dbt.adapters.chaintable.base.compaction_policy import CompactionPolicy
 from dbt.adapters.chaintable.base.keys import (
     DEFAULT_AGGREGATE_FUNCTION,
+    FULL_KIND,
     P_AGG_SUFFIX,
     P_CHAIN_INPUT,
     P_CHAIN_KEYS,
@@ -113,6 +114,7 @@ class ChainOptions:
 
         partition_by, chain_keys, primary_key = read_keys(config, fail)
         engine, sequence_field, rowkind_field = read_engine(config, primary_key, fail)
+        chain_input = read_input(config, engine, sequence_field, rowkind_field, fail)
         aggs, groups = read_aggregates(
             config, engine, primary_key, sequence_field, rowkind_field, fail
         )
@@ -133,7 +135,7 @@ class ChainOptions:
             chain_keys=chain_keys,
             primary_key=primary_key,
             sequence_field=sequence_field,
-            rowkind_field=rowkind_field,
+            rowkind_field=FULL_KIND if chain_input == "full" else rowkind_field,
             merge_engine=engine,
             timestamp_pattern=config.get("partition_timestamp_pattern") or None,
             timestamp_formatter=config.get("partition_timestamp_formatter") or None,
@@ -152,18 +154,22 @@ class ChainOptions:
             ),
             sequence_groups=groups,
             compaction=CompactionPolicy.from_config(config.get("chain_compaction"), fail),
-            chain_input=read_input(config, engine, sequence_field, rowkind_field, fail),
+            chain_input=chain_input,
         )
-        if opts.store_changes and not opts.cumulative_delta:
+        opts.check_together(fail)
+        return opts
+
+    def check_together(self, fail: Any) -> None:
+        """Options that need one another (from_config)."""
+        if self.store_changes and not self.cumulative_delta:
             raise fail(
                 "chain_store_changes needs cumulative_delta: a day's stored changes are read "
                 "while its cumulative delta partition serves the day"
             )
         try:
-            opts.validate_timestamps()
+            self.validate_timestamps()
         except timestamps.ExpirationConfigError as e:
             raise fail(str(e)) from None
-        return opts
 
     def validate_timestamps(self) -> None:
         """Expiration needs a pattern and a formatter that give a complete date."""
@@ -193,7 +199,14 @@ class ChainOptions:
         wanted = [("primary_key", c) for c in self.primary_key]
         wanted += [("partition_by", c) for c in self.partition_by]
         wanted += [("sequence_field", self.sequence_field)] if self.sequence_field else []
-        wanted += [("rowkind_field", self.rowkind_field)] if self.rowkind_field else []
+        if self.chain_input == "full":  # the kind column is the adapter's (run/full.py)
+            if FULL_KIND in present:
+                raise ChainConfigError(
+                    f"chain_incremental model '{model}': column '{FULL_KIND}' is the row kind "
+                    "chain_input 'full' keeps; rename the model's column"
+                )
+        elif self.rowkind_field:
+            wanted += [("rowkind_field", self.rowkind_field)]
         wanted += [("aggregate_functions", c) for c in self.aggregate_functions]
         wanted += [("ignore_retract", c) for c in self.ignore_retract]
         wanted += [("sequence_groups", c) for c in self.grouped_columns]

@@ -16,6 +16,7 @@ from dbt.adapters.chaintable.history import sql
 from dbt.adapters.chaintable.history.plan import HistoryPlan, plan_history
 from dbt.adapters.chaintable.history.stored import ChangesStore
 from dbt.adapters.chaintable.read.render import Renderer
+from dbt.adapters.chaintable.read.visible import visible_changes_sql, visible_sql
 
 
 class History:
@@ -24,11 +25,14 @@ class History:
 
     def changes_sql(self, relation: BaseRelation, from_day: Any, to_day: Any) -> str:
         loaded, plan = self.plan(relation, "chain_changes", from_day, to_day, every_day=False)
-        return self.store.changes_sql(loaded, plan, self.serving(loaded, plan))
+        rows = self.store.changes_sql(loaded, plan, self.serving(loaded, plan))
+        return visible_changes_sql(loaded.opts, loaded.column_names, rows, sql.CHANGE, sql.BEFORE)
 
     def history_sql(self, relation: BaseRelation, from_day: Any, to_day: Any) -> str:
         loaded, plan = self.plan(relation, "chain_history", from_day, to_day, every_day=True)
-        return sql.history(Renderer.of(loaded), plan, self.serving(loaded, plan))
+        rows = sql.history(Renderer.of(loaded), plan, self.serving(loaded, plan))
+        ends = [sql.TO_PREFIX + c for c in loaded.opts.chain_keys]
+        return visible_sql(loaded.opts, loaded.column_names, rows, ends)
 
     def plan(
         self, relation: BaseRelation, what: str, from_day: Any, to_day: Any, every_day: bool

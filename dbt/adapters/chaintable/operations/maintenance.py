@@ -22,6 +22,7 @@ from dbt.adapters.chaintable.history.stored import ChangesStore
 from dbt.adapters.chaintable.operations.status import render as render_status
 from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
+from dbt.adapters.chaintable.read.visible import visible_sql
 from dbt.adapters.chaintable.view.writer import ViewWriter
 
 
@@ -43,7 +44,8 @@ class Maintenance:
         """Full state of one partition (all groups, or the groups the spec names) as a SELECT."""
         loaded = self.catalog.load(relation)
         plans = loaded.state().plan_partition_read(parse_partition_spec(partition))
-        return Renderer.of(loaded).partition_read(plans, served_days(loaded, plans))
+        read = Renderer.of(loaded).partition_read(plans, served_days(loaded, plans))
+        return visible_sql(loaded.opts, loaded.column_names, read)
 
     def status(self, relation: BaseRelation, now: str | None = None) -> str:
         loaded = self.catalog.load(relation)

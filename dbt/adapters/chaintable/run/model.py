@@ -85,6 +85,8 @@ class Stage:
     # names it for recovery (a staging table costs its creation, a DESCRIBE and a DROP)
     partition: Values | None = None
     columns: tuple[tuple[str, str], ...] = ()  # the model's, of a bare directory
+    # chain_input 'full': the groups the model's output has rows for (run/full.py)
+    groups: tuple[Values, ...] | None = None
 
     @property
     def directory(self) -> str:
@@ -127,15 +129,22 @@ def snapshot_write_needs_merge(opts: ChainOptions) -> bool:
     """A model's rows written to the snapshot branch are raw input: they need merging when a
     key may have several rows in a partition (allowed with a sequence or rowkind field;
     otherwise the stage checks refuse them) and always for aggregation (count counts rows)."""
-    return bool(opts.rowkind_field or opts.sequence_field or opts.merge_engine == "aggregation")
+    kinds = opts.rowkind_field and opts.chain_input != "full"  # a full state: inserts only
+    return bool(kinds or opts.sequence_field or opts.merge_engine == "aggregation")
 
 
 def empty_partitions(
-    settings: ModelSettings, state: ChainState, staged: Sequence[Values]
+    settings: ModelSettings,
+    state: ChainState,
+    staged: Sequence[Values],
+    output: Sequence[Values] | None = None,
 ) -> list[Values]:
-    """With chain_partition, every known group without rows gets an empty partition there."""
+    """With chain_partition, every known group without rows gets an empty partition there.
+    `output` (chain_input 'full'): the groups of the model's output; a group it has no rows
+    for keeps the day it holds (a missing extract changes nothing), and a write of full states
+    to the snapshot branch adds no empty state."""
     spec, opts = settings.chain_partition, settings.opts
-    if not spec:
+    if not spec or (output is not None and settings.chain_branch == "snapshot"):
         return []
     chain = tuple(spec[c] for c in opts.chain_keys)
     groups = set(state.groups()) | {state.layout.split(p)[0] for p in staged}
@@ -143,6 +152,9 @@ def empty_partitions(
     if len(gfilter) == state.n_group:
         groups.add(tuple(spec[c] for c in opts.group_keys))
     targets = {g + chain for g in groups if all(g[i] == v for i, v in gfilter.items())}
+    if output is not None:
+        held, given = state.snapshots | state.deltas, set(output)
+        targets = {p for p in targets if p not in held or state.layout.split(p)[0] in given}
     return sorted(targets - set(staged))
 
 

@@ -131,6 +131,7 @@ class RunPlanner:
             lowest,
             added_at,
             checked_by if deferred and run.publishes else None,
+            stage.groups,
         )
 
     def _changes(
@@ -169,10 +170,12 @@ class RunPlanner:
         lowest: Mapping[Values, float],
         added_at: float | None,
         checked_by: Build | None = None,
+        groups: tuple[Values, ...] | None = None,
     ) -> WritePlan:
-        """The plan of the partitions a run writes: the staged ones and the empty ones."""
+        """The plan of the partitions a run writes: the staged ones and the empty ones
+        (`groups`: those of a full chain's output, empty_partitions)."""
         state = loaded.state()
-        empties = [] if run.empty else empty_partitions(run.settings, state, staged)
+        empties = [] if run.empty else empty_partitions(run.settings, state, staged, groups)
         if run.branch == "delta":
             # a group whose kept history starts at or after this day has no day here to mark
             # "no changes": its day is that snapshot or expired, and an empty delta would drop
@@ -272,7 +275,13 @@ class RunPlanner:
             staged, lowest = self.check_stage(run, stage, plan.stage_columns)
             return (
                 self.write_plan(
-                    run, plan.loaded, plan.stage_columns, staged, lowest, plan.columns_added_at
+                    run,
+                    plan.loaded,
+                    plan.stage_columns,
+                    staged,
+                    lowest,
+                    plan.columns_added_at,
+                    groups=stage.groups,
                 ),
                 None,
             )

@@ -11,6 +11,8 @@ from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Catalog
 from dbt.adapters.chaintable.publish import safety
 from dbt.adapters.chaintable.publish.publisher import Publisher
+from dbt.adapters.chaintable.run import full
+from dbt.adapters.chaintable.run.full_input import FullInput
 from dbt.adapters.chaintable.run.model import (
     ChainRun,
     Stage,
@@ -23,6 +25,7 @@ class Stager:
     def __init__(self, catalog: Catalog, publisher: Publisher):
         self.catalog, self.publisher = catalog, publisher
         self.run = catalog.runner.run
+        self.full = FullInput(catalog)
 
     def stage(
         self,
@@ -39,6 +42,10 @@ class Stager:
         published as they are (publish/safety.py). A first run or full refresh stages a plain table."""
         cols = self.catalog.describe_query(compiled_code)
         run.opts.validate_columns(run.model, [c for c, _ in cols], dict(cols))  # first
+        groups = None
+        if run.opts.chain_input == "full":
+            compiled_code, groups = self.full.staged_sql(run, compiled_code, cols)
+            cols = [*cols, (full.KIND, "string")]
         # no stage is left over: taking the lock ran the recovery, which drops it
         if not run.publishes:
             self.run(S.create_scratch_as(str(run.tables.stage), compiled_code))
@@ -50,7 +57,7 @@ class Stager:
             # files that must not hold the partition columns, or bucket files: a staging table
             # lays them out, in a directory of its own (the one the lock names stays unwritten)
             single, run_id = None, versions.new_run_id()
-        stage = Stage(run_id, info["Location"], provider, single, tuple(cols))
+        stage = Stage(run_id, info["Location"], provider, single, tuple(cols), groups)
         if stage.bare:
             self.run(S.write_directory(stage.directory, provider, compiled_code))
             self.publisher.lock.staged(run.tables, bare or {})

@@ -14,6 +14,7 @@ from dbt.adapters.chaintable.cumulative import read as cumulative_read
 from dbt.adapters.chaintable.cumulative.plan import MASK_COLUMN, mask_key
 from dbt.adapters.chaintable.merge.sql import merge_sql
 from dbt.adapters.chaintable.read.render import NONE
+from dbt.adapters.chaintable.read.visible import visible_sql
 from dbt.adapters.chaintable.view.compact import CompactSql
 
 # mapping table columns; none starts with '_': the Hive metastore's partition filter cannot parse
@@ -83,7 +84,7 @@ class ViewSql(CompactSql):
             layout, mapping, serving, runs, stored_in_runs, hidden, hidden_mapped
         )
         body = [self.literal_branch(chain, plans, serving) for chain, plans in layout[0]]
-        return UNION.join(head + body + tail)
+        return visible_sql(self.opts, self.columns, UNION.join(head + body + tail))
 
     def literal_branch(
         self, chain: Values, plans: Sequence[ReadPlan], serving: Mapping[Values, str] = NONE

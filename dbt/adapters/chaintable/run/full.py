@@ -1,0 +1,116 @@
+"""chain_input 'full' (docs/design.md#full-state-input): a model that returns each group's full
+state of the day is stored as what differs from the group's state of its latest day before.
+
+The pure part plans which days are compared (`plan_full`) and renders the comparison
+(`diff_sql`); `FullInput` asks the catalog and the model's groups for them. A delete is a row
+whose kind column (KIND, the chain's rowkind field, which the adapter alone writes) is '-D', so
+the deduplicate merge removes the key as it does for any rowkind chain; reads leave the column
+out (read/visible.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dbt.adapters.chaintable.base.options import ChainOptions
+from dbt.adapters.chaintable.base.partitions import ChainPlanError, Values
+from dbt.adapters.chaintable.base.quoting import cols_sql, q, string
+from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
+from dbt.adapters.chaintable.read.visible import KIND
+
+INSERT, DELETE = "+I", "-D"
+ON = "__ct_on"  # a side of the comparison's outer join has the key
+COUNT = "__ct_n"  # rows of the key in the model's output
+
+
+@dataclass(frozen=True)
+class FullPlan:
+    """What a run of day `day` (chain values) of a full chain compares: `groups`, those the
+    model has rows for; `previous`, the read of each one's latest day before `day` (a group
+    without one has every key inserted)."""
+
+    day: Values
+    groups: tuple[Values, ...]
+    previous: tuple[ReadPlan, ...]
+
+    def by_day(self) -> dict[Values, list[ReadPlan]]:
+        """The previous reads by chain value (one partition read each)."""
+        out: dict[Values, list[ReadPlan]] = {}
+        for p in self.previous:
+            out.setdefault(p.chain, []).append(p)
+        return out
+
+
+def plan_full(state: ChainState, model: str, day: Values, groups: Sequence[Values]) -> FullPlan:
+    """The reads that `day`'s output of `groups` is compared with. A group that holds a day
+    after `day` is refused: its next day's delta was compared with the state `day` had."""
+    key = state.sort_key(day)
+    chains = state.chains()
+    previous = []
+    for group in sorted(set(groups)):
+        days = chains.get(group, [])
+        later = [c for c in days if state.sort_key(c) > key]
+        if later:
+            raise ChainPlanError(
+                f"chain_incremental model '{model}': chain_input 'full' cannot write day "
+                f"{state.layout.path(group + day)}: the group holds a later day "
+                f"({state.layout.path(group + later[0])}), whose stored changes were compared "
+                "with this day's state; nothing was written"
+            )
+        before = [c for c in days if state.sort_key(c) < key]
+        if before:
+            plan = state.plan_read(group, before[-1])
+            if plan is not None:
+                previous.append(plan)
+    return FullPlan(tuple(day), tuple(sorted(set(groups))), tuple(previous))
+
+
+def first_load_sql(model_sql: str) -> str:
+    """A full state written as it is (first run, snapshot branch): every row an insert."""
+    return f"SELECT *, {string(INSERT)} AS {q(KIND)} FROM ({model_sql}) __full"
+
+
+def groups_sql(opts: ChainOptions, model_sql: str) -> str:
+    """The groups the model's output has rows for (one row, `true`, for a chain without
+    group keys that has any)."""
+    if not opts.group_keys:
+        return f"SELECT true FROM ({model_sql}) __g LIMIT 1"
+    casts = ", ".join(f"CAST({q(g)} AS STRING)" for g in opts.group_keys)
+    return f"SELECT DISTINCT {casts} FROM ({model_sql}) __g"
+
+
+def diff_sql(
+    opts: ChainOptions,
+    columns: Sequence[str],
+    model_sql: str,
+    previous_sql: str | None,
+    day: Mapping[str, str],
+) -> str:
+    """The rows that turn the previous state (`previous_sql`, `columns`) into the model's
+    output (`model_sql`, `columns`): a key only in the output is inserted, one in both whose
+    other columns differ (NULL equal to NULL) is written again, one only in the previous state
+    is deleted (KIND '-D', at `day`: {chain key: literal SQL}). A key with more than one row in
+    the output keeps them all, so that the run's checks refuse it as on any chain."""
+    if previous_sql is None:
+        return first_load_sql(model_sql)
+    keys = list(opts.merge_keys)
+    by = f"PARTITION BY {cols_sql(keys)}" if keys else ""
+    chain = {c.lower() for c in opts.chain_keys}
+    skip = {c.lower() for c in opts.primary_key}
+    values = [c for c in columns if c.lower() not in skip]
+
+    def out(c: str) -> str:
+        other = day[c] if c.lower() in chain else f"__p.{q(c)}"
+        return f"CASE WHEN __o.{ON} THEN __o.{q(c)} ELSE {other} END AS {q(c)}"
+
+    on = " AND ".join(f"__o.{q(k)} = __p.{q(k)}" for k in keys) or "true"
+    same = " AND ".join(f"__o.{q(c)} <=> __p.{q(c)}" for c in values) or "true"
+    kind = f"CASE WHEN __o.{ON} THEN {string(INSERT)} ELSE {string(DELETE)} END AS {q(KIND)}"
+    return (
+        f"SELECT {', '.join(out(c) for c in columns)}, {kind}\n"
+        f"FROM (SELECT {cols_sql(columns)}, true AS {ON}, count(*) OVER ({by}) AS {COUNT} "
+        f"FROM ({model_sql}) __m) __o\n"
+        f"FULL OUTER JOIN (SELECT {cols_sql(columns)}, true AS {ON} "
+        f"FROM ({previous_sql}) __q) __p\nON {on}\n"
+        f"WHERE __o.{ON} IS NULL OR __p.{ON} IS NULL OR __o.{COUNT} > 1 OR NOT ({same})"
+    )
