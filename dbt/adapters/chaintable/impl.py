@@ -17,6 +17,7 @@ from dbt.adapters.contracts.relation import RelationType
 from dbt.adapters.spark.impl import SparkAdapter
 
 from dbt.adapters.chaintable.base.config import ChainTableConfig
+from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.runner import Runner, logger
 from dbt.adapters.chaintable.base.values import ChainConfigError
@@ -307,6 +308,14 @@ class ChainTableAdapter(SparkAdapter):
             dict(zip(table.column_names, r, strict=True)) for r in table.rows
         )
         return agate.Table.from_object(rows, column_types=DEFAULT_TYPE_TESTER)
+
+    # ---- snapshots ---------------------------------------------------------------------------
+    @available
+    def chain_failpoint(self, name: str) -> str:
+        """A named step of the snapshot materialization (materializations/snapshot.sql), where
+        the tests fail a run (base/failpoints.py)."""
+        failpoint(name)
+        return ""
 
     # ---- operations --------------------------------------------------------------------------
     @available
