@@ -28,7 +28,7 @@ if [ "$#" = 0 ]; then
     exit 1
   fi
   # the functional tier: ours, then dbt's own adapter suites (tests/adapter, README: Development)
-  # (the scale tier, a chain of 1,000 groups for ~13 minutes, runs on its own: README, Development)
+  # (the scale tier, a chain of 1,000 groups for ~16 minutes, runs on its own: README, Development)
   set -- -m "not scale" tests/functional tests/adapter
 fi
 CHAINTABLE_JVM_ARCHIVE=
