@@ -41,5 +41,8 @@ export CHAINTABLE_JVM_ARCHIVE
 .venv/bin/python -m pytest -ra --durations="${CHAINTABLE_TEST_DURATIONS:-25}" -n "${CHAINTABLE_TEST_WORKERS:-2}" --dist loadgroup "$@"
 rc=$?
 set -e
+# every landing shows the whole command's time beside the slowest tests above (the suite's
+# budget is 20 minutes on a 2-core machine)
+echo "test.sh: $((SECONDS / 60)) min $((SECONDS % 60)) s in all (setup, lint, unit and functional tiers)"
 if [ "$rc" = 5 ]; then echo "test.sh: pytest collected no tests: failing" >&2; exit 1; fi
 exit "$rc"
