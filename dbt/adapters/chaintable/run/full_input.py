@@ -28,6 +28,8 @@ class FullInput:
         opts, model = run.opts, run.model
         if not run.publishes:
             return full.first_load_sql(model_sql), None
+        if run.empty:  # --empty or --sample: part of a state is no state, nothing is written
+            return f"SELECT * FROM ({full.first_load_sql(model_sql)}) __none WHERE false", ()
         spec = run.settings.chain_partition
         if not spec or any(c not in spec for c in opts.chain_keys):
             raise ChainConfigError(
