@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import pytest
 from dbt.tests.adapter.basic import test_snapshot_check_cols, test_snapshot_timestamp
+from dbt.tests.adapter.basic.test_adapter_methods import BaseAdapterMethod
 from dbt.tests.adapter.basic.test_base import BaseSimpleMaterializations
 from dbt.tests.adapter.basic.test_empty import BaseEmpty
 from dbt.tests.adapter.basic.test_ephemeral import BaseEphemeral
 from dbt.tests.adapter.basic.test_generic_tests import BaseGenericTests
+from dbt.tests.adapter.basic.test_incremental import BaseIncremental
 from dbt.tests.adapter.basic.test_singular_tests import BaseSingularTests
+from dbt.tests.adapter.basic.test_singular_tests_ephemeral import BaseSingularTestsEphemeral
 from dbt.tests.adapter.basic.test_snapshot_check_cols import BaseSnapshotCheckCols
 from dbt.tests.adapter.basic.test_snapshot_timestamp import BaseSnapshotTimestamp
 from dbt.tests.adapter.dbt_clone.test_dbt_clone import BaseCloneNotPossible
@@ -18,6 +21,7 @@ from dbt.tests.adapter.dbt_show.test_dbt_show import BaseShowLimit
 from dbt.tests.adapter.empty.test_empty import BaseTestEmpty
 from dbt.tests.adapter.unit_testing.test_case_insensitivity import BaseUnitTestCaseInsensivity
 from dbt.tests.adapter.unit_testing.test_invalid_input import BaseUnitTestInvalidInput
+from dbt.tests.adapter.unit_testing.test_types import BaseUnitTestingTypes
 from dbt.tests.util import relation_from_name
 
 
@@ -109,3 +113,30 @@ class TestCloneNotPossible(BaseCloneNotPossible):
             for schema in (other_schema, f"{project.test_schema}_seeds"):
                 relation = project.adapter.Relation.create(database=project.database, schema=schema)
                 project.adapter.drop_schema(relation)
+
+
+class TestSingularTestsEphemeral(BaseSingularTestsEphemeral):
+    pass
+
+
+class TestIncremental(BaseIncremental):
+    pass
+
+
+class TestAdapterMethod(BaseAdapterMethod):
+    pass
+
+
+class TestUnitTestingTypes(BaseUnitTestingTypes):
+    @pytest.fixture
+    def data_types(self):
+        # sql_value, yaml_value: Spark's literals
+        return [
+            ["1", "1"],
+            ["2.0", "2.0"],
+            ["'12345'", "12345"],
+            ["'string'", "string"],
+            ["true", "true"],
+            ["date '2011-11-11'", "2011-11-11"],
+            ["timestamp '2013-11-03 00:00:00-0'", "2013-11-03 00:00:00-0"],
+        ]

@@ -97,10 +97,10 @@
 {#-- Writes the new table aside and switches the snapshot to it. The rows go to a scratch table
      of this run (a managed table: its own new directory), which records the directory the
      snapshot reads now; `ALTER TABLE ... SET LOCATION` then points the snapshot at the new
-     directory: one metastore statement, so a reader sees the old table or the new one, never
-     part of either, and a run that fails before it leaves the snapshot as it was (renaming the
-     old table away and the new one in would leave a moment with no table, and dbt's
-     create-or-replace rewrites the files in place). The scratch table is then pointed at the
+     directory: one metastore statement (0.12-0.36 s in tests/functional/test_snapshot_clone.py),
+     so a reader sees the old table or the new one, never part of either, and a run that fails
+     before it leaves the snapshot as it was (renaming the old table away and the new one in
+     would leave a moment with no table, and dbt's create-or-replace rewrites the files in place). The scratch table is then pointed at the
      old directory and dropped, which deletes it. --#}
 {% macro chaintable_snapshot_replace(target, staging, names, file_format) %}
   {%- set old_location = chaintable_table_location(target) -%}
@@ -151,4 +151,11 @@
     {%- if row[0] == 'Location' -%}{{ return(row[1] | trim) }}{%- endif -%}
   {%- endfor -%}
   {% do exceptions.raise_compiler_error("no location found for " ~ relation) %}
+{% endmacro %}
+
+{#-- dbt's columns of a relation. dbt-spark's macro returns the rows of `describe extended`,
+     which have no `name`: dbt's hard_deletes='new_record' staging, its one caller, then took
+     every column of a deletion record from the missing source row (all null) --#}
+{% macro chaintable__get_columns_in_relation(relation) %}
+  {{ return(adapter.get_columns_in_relation(relation)) }}
 {% endmacro %}
