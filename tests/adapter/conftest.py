@@ -27,6 +27,7 @@ def spark_params(tmp_path_factory) -> dict[str, str]:
     tests/functional/conftest.py starts its own."""
     from pyspark.sql import SparkSession
 
+    # the session tests/functional started is active in this (the main) thread
     active = SparkSession.getActiveSession()
     if active is None:
         root = tmp_path_factory.mktemp("spark_adapter")
