@@ -13,18 +13,18 @@ cd "$repo/sample_project"
 export DBT_PROFILES_DIR="$PWD"
 step() { echo; echo "==> $*"; }
 
-step "seed the binlog (8 days of order changes, 3 regions)"
+step "seed the binlog (8 days of order changes, 3 regions) and the customers' daily exports"
 dbt seed --quiet
 step "bootstrap: day 20250801 is the full export -> snapshot branch"
-dbt run --select ods_orders orders_by_status --vars '{dt: "20250801"}'
+dbt run --select ods_orders orders_by_status ods_customers --vars '{dt: "20250801"}'
 for d in 20250802 20250803 20250804 20250805 20250806; do
   step "daily run $d: only the day's changes -> delta branch; orders_by_status from chain_changes"
-  dbt run --select ods_orders orders_by_status --vars "{dt: \"$d\"}"
+  dbt run --select ods_orders orders_by_status ods_customers --vars "{dt: \"$d\"}"
 done
 step "compact 20250804 into the snapshot branch (every region)"
 dbt run-operation compact_chain --args '{model: ods_orders, partition: {dt: "20250804"}}'
 step "daily run 20250807 (anchors on the compacted day)"
-dbt run --select ods_orders orders_by_status --vars '{dt: "20250807"}'
+dbt run --select ods_orders orders_by_status ods_customers --vars '{dt: "20250807"}'
 step "downstream model and dbt tests on the merged day 20250807"
 dbt run --select daily_order_stats --vars '{dt: "20250807"}'
 dbt test --vars '{dt: "20250807"}'
