@@ -133,9 +133,7 @@ def first_load(project):
     return project
 
 
-def test_three_writers_breaking_one_stale_lock_one_wins_each_time(
-    first_load, monkeypatch
-):
+def test_three_writers_breaking_one_stale_lock_one_wins_each_time(first_load, monkeypatch):
     """Each trial: a stale lock; three writers judge it stale and are held at `lock.break`
     until all three are there, then go on together. Exactly one breaks it and publishes; the
     others are refused naming the holder; the day reads as the winner's rows; every file the

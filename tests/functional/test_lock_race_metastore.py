@@ -45,9 +45,7 @@ def test_three_drivers_breaking_one_stale_lock_on_a_metastore_service(metastore,
     assert codes == [0] * WRITERS, errs
     expected = {"20250101": [[i, f"first-20250101-{i}"] for i in range(2)]}
     for n in range(TRIALS):
-        outs = {
-            i: json.loads((tmp_path / f"out-{n}-{i}.json").read_text()) for i in range(WRITERS)
-        }
+        outs = {i: json.loads((tmp_path / f"out-{n}-{i}.json").read_text()) for i in range(WRITERS)}
         won = [i for i, o in outs.items() if o["ok"]]
         assert len(won) == 1, f"trial {n}: {outs}"
         for o in (o for o in outs.values() if not o["ok"]):

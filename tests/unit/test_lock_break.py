@@ -91,7 +91,9 @@ def test_a_rename_renamed_again_by_a_racing_writer_is_refused(monkeypatch):
     def racing(sql: str, *args, **kwargs):
         out = send(sql, *args, **kwargs)
         if sql == "ALTER VIEW s.t__chain_lock RENAME TO s.t__chain_lock_broken_a0000000":
-            send("ALTER VIEW s.t__chain_lock_broken_a0000000 RENAME TO s.t__chain_lock_broken_b0000000")
+            send(
+                "ALTER VIEW s.t__chain_lock_broken_a0000000 RENAME TO s.t__chain_lock_broken_b0000000"
+            )
             plant(conns, LIVE)  # B's own lock, taken right after
         return out
 
