@@ -8,7 +8,11 @@ import pytest
 from dbt.adapters.chaintable.base import conventions as C
 from dbt.adapters.chaintable.base.config import ModelSettings
 from dbt.adapters.chaintable.base.values import ChainConfigError
-from dbt.adapters.chaintable.view.docs import column_docs, with_chain_relations
+from dbt.adapters.chaintable.view.docs import (
+    catalog_with_chain_relations,
+    column_docs,
+    with_chain_relations,
+)
 
 BASE = {"partition_by": ["dt"], "primary_key": ["id", "dt"]}
 
@@ -146,3 +150,19 @@ def test_the_catalog_names_a_chain_views_relations_in_its_entry():
     }
     assert out[0]["stats:chain_delta:include"] is True and out[1]["stats:chain_snapshot:label"]
     assert [r for r in out[2:] if any(k.startswith("stats:") for k in r)] == []
+
+
+def test_the_catalog_of_a_schema_without_relations_keeps_its_columns():
+    """dbt reads `table_schema` from every schema's catalog table, even an empty one."""
+    import agate
+
+    names = ["table_schema", "table_name", "table_type", "column_name"]
+    text = [agate.Text()] * len(names)
+    empty = agate.Table([], names, text)
+    assert list(catalog_with_chain_relations(empty).column_names) == names
+    assert list(catalog_with_chain_relations(empty).column_types) == text
+    one = agate.Table([("s", "t", "view", "id")], names, text)
+    out = catalog_with_chain_relations(one)
+    assert list(out.column_names) == names and [tuple(r) for r in out.rows] == [
+        ("s", "t", "view", "id")
+    ]

@@ -39,7 +39,7 @@ from dbt.adapters.chaintable.publish.recovery import Recovery
 from dbt.adapters.chaintable.run.finish import Finisher
 from dbt.adapters.chaintable.run.flow import RunFlow
 from dbt.adapters.chaintable.run.model import ChainRun, RunResult
-from dbt.adapters.chaintable.view.docs import Docs, column_docs, with_chain_relations
+from dbt.adapters.chaintable.view.docs import Docs, catalog_with_chain_relations, column_docs
 from dbt.adapters.chaintable.view.writer import ViewWriter
 
 
@@ -300,14 +300,8 @@ class ChainTableAdapter(SparkAdapter):
     def _get_one_catalog(self, information_schema, schemas, used_schemas):  # type: ignore[no-untyped-def]
         """dbt docs generate: dbt-spark's catalog of a schema, with each chain view's relations
         named in its entry (view/docs.py)."""
-        import agate
-        from dbt_common.clients.agate_helper import DEFAULT_TYPE_TESTER
-
         table = super()._get_one_catalog(information_schema, schemas, used_schemas)
-        rows = with_chain_relations(
-            dict(zip(table.column_names, r, strict=True)) for r in table.rows
-        )
-        return agate.Table.from_object(rows, column_types=DEFAULT_TYPE_TESTER)
+        return catalog_with_chain_relations(table)
 
     # ---- snapshots ---------------------------------------------------------------------------
     @available

@@ -108,3 +108,19 @@ def with_chain_relations(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, An
                 row[f"stats:{stat}:description"] = holds
                 row[f"stats:{stat}:include"] = True
     return out
+
+
+def catalog_with_chain_relations(table: Any) -> Any:
+    """dbt-spark's catalog of a schema (an agate table) with with_chain_relations applied. Its
+    columns keep their names and types (built again from its rows, a schema without relations
+    lost every column, and dbt's catalog then failed on it); the statistics columns follow."""
+    import agate
+
+    rows = with_chain_relations(dict(zip(table.column_names, r, strict=True)) for r in table.rows)
+    names, types = list(table.column_names), list(table.column_types)
+    for row in rows:
+        for key in row:
+            if key not in names:
+                names.append(key)
+                types.append(agate.Boolean() if key.endswith(":include") else agate.Text())
+    return agate.Table([tuple(r.get(k) for k in names) for r in rows], names, types)
