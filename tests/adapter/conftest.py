@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "functional"))
 from dbt.tests.fixtures.project import *  # noqa: F403
-from helpers import CHILD_JVM_OPTS, SESSION_JVM_OPTS, session_params
+from helpers import CHILD_JVM_OPTS, SESSION_JVM_OPTS, drop_temporary_views, session_params
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
@@ -54,3 +54,11 @@ def dbt_profile_target(spark_params):
         "threads": 1,
         "server_side_parameters": spark_params,
     }
+
+
+@pytest.fixture(autouse=True)
+def no_temporary_views_left():
+    """What a test leaves in the shared session's temporary views is not the next one's
+    (helpers.drop_temporary_views)."""
+    yield
+    drop_temporary_views()

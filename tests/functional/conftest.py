@@ -12,7 +12,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import CHILD_JVM_OPTS, SESSION_JVM_OPTS, Project, schema_project, session_params
+from helpers import (
+    CHILD_JVM_OPTS,
+    SESSION_JVM_OPTS,
+    Project,
+    drop_temporary_views,
+    schema_project,
+    session_params,
+)
 from node_ids import split_group
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -229,3 +236,11 @@ def metastore(tmp_path_factory):
     server.stop()
     assert not server.alive()
     shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def no_temporary_views_left():
+    """What a test leaves in the shared session's temporary views is not the next one's
+    (helpers.drop_temporary_views)."""
+    yield
+    drop_temporary_views()

@@ -498,3 +498,18 @@ def stored_partitions(spark, table: str) -> list[tuple[str, ...]]:
         tuple(x.split("=", 1)[1] for x in str(p[0]).split("/"))
         for p in spark.sql(f"SHOW PARTITIONS {table}").collect()
     ]
+
+
+def drop_temporary_views() -> None:
+    """Drop the temporary views a test left in this process's SparkSession: a dbt run that
+    fails mid-materialization leaves its `__dbt_tmp` view, and Spark lists a session's
+    temporary views in SHOW TABLES of every schema, so the next test of the process that lists
+    its schema would find them (tests/adapter and tests/functional share one session)."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        return
+    for row in spark.sql("SHOW TABLES").collect():
+        if row.isTemporary:
+            spark.sql(f"DROP VIEW IF EXISTS `{row.tableName}`")
