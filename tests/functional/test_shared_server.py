@@ -457,7 +457,8 @@ def test_readers_of_a_spark_connect_server_never_fail(tmp_path_factory):
         failures = [r["error"].split("s ", 1) for r in records if "error" in r]
         assert beyond_the_grace([(float(took), error) for took, error in failures]) == []
         assert len(records) >= 3 * len(days)
-        answers = {(r["day"], tuple(r["answer"])) for r in records}
+        # a read that failed within the grace (checked above) has no answer
+        answers = {(r["day"], tuple(r["answer"])) for r in records if "answer" in r}
         gone = ("0", "None")
         allowed = {(d, expected[d]) for d in days} | {(d, gone) for d in days[:2]}
         assert answers <= allowed
