@@ -28,8 +28,6 @@ SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT * FROM (SELECT `id`, 
 UNION ALL
 SELECT `id`, `v`, `op`, `seq`, `region`, '20250104' AS `dt` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM (SELECT *, row_number() OVER (PARTITION BY `id`, `region` ORDER BY `seq` DESC NULLS LAST, `dt` DESC NULLS LAST, CASE WHEN __chain_retract THEN 0 ELSE 1 END DESC NULLS LAST) AS __chain_ord FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, __chain_anchor, (NOT __chain_anchor AND coalesce(`op` IN ('-U', '-D'), false)) AS __chain_retract FROM (SELECT __a.`id`, __a.`v`, __a.`op`, __a.`seq`, __a.`region`, __a.`dt`, true AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__snapshot WHERE (`region` IN ('CN', 'US') AND `dt` = '20250101')) __a LEFT SEMI JOIN (SELECT DISTINCT `id`, `region` FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` IN ('CN', 'US') AND `dt` IN ('20250102', '20250103', '20250104'))) __dk) __d ON __a.`id` = __d.`id` AND __a.`region` = __d.`region` UNION ALL SELECT `id`, `v`, `op`, `seq`, `region`, `dt`, false AS __chain_anchor FROM (SELECT `id`, `v`, `op`, `seq`, `region`, `dt` FROM s.t__delta WHERE (`region` IN ('CN', 'US') AND `dt` IN ('20250102', '20250103', '20250104'))) __e) __s) __p) __r WHERE __chain_ord = 1 AND NOT __chain_retract) __m) __k DISTRIBUTE BY `id` SORT BY `region`, `dt`, `id`) __src
 ;
-SHOW PARTITIONS s.t__chain_pub_w1
-;
 ALTER TABLE s.t__chain_pub_w1 ADD IF NOT EXISTS PARTITION (`region` = 'CN', `dt` = '20250104') PARTITION (`region` = 'US', `dt` = '20250104')
 ;
 SHOW TBLPROPERTIES s.t__chain_lock

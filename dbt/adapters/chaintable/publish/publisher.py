@@ -80,8 +80,9 @@ class Publisher:
             self.run(renderer.insert_overwrite(pub, source_sql, only=parts[0], by_key=by_key))
             return known
         self.run(renderer.insert_overwrite(pub, source_sql, by_key=by_key))
-        present = set(self.catalog.partitions(pub, loaded.opts.partition_by))
-        self.run(renderer.add_empty_partitions(pub, [p for p in parts if p not in present]))
+        # the partitions the rows left out, empty: IF NOT EXISTS passes over the written ones,
+        # so the table need not be listed first
+        self.run(renderer.add_empty_partitions(pub, parts))
         return known
 
     def _new_generations(
