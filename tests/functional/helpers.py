@@ -98,6 +98,7 @@ def session_params(root: Path) -> dict[str, str]:
     }
 
 
+PROJECT_NAME = "chain_test"  # the name of Project's dbt_project.yml: its files carry _MARK
 _MARK = "chaintable-tests vars "  # the comment Project.dbt keeps at the end of parsed files
 
 
@@ -110,8 +111,8 @@ class Project:
         (root / "models").mkdir(parents=True, exist_ok=True)
         (root / "seeds").mkdir(exist_ok=True)
         (root / "dbt_project.yml").write_text(
-            textwrap.dedent("""
-            name: chain_test
+            textwrap.dedent(f"""
+            name: {PROJECT_NAME}
             version: '1.0'
             config-version: 2
             profile: chain_test
