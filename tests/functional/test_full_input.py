@@ -8,6 +8,8 @@ import random
 import pytest
 from helpers import chain_reads, module_project, node_messages
 
+from dbt.adapters.chaintable.base.keys import stale_from_properties
+
 pytestmark = pytest.mark.xdist_group("full_input")
 
 COLS = "id int, name string, score int, region string, dt string"
@@ -15,6 +17,7 @@ MODEL = """
 {{ config(materialized='chain_incremental', partition_by=['region', 'dt'],
           chain_partition_keys=['dt'], primary_key=['id', 'region', 'dt'],
           chain_input='full', chain_partition={'dt': var('dt')},
+          chain_branch=var('branch', none),
           partition_timestamp_pattern='$dt', partition_timestamp_formatter='yyyyMMdd',
           partition_expiration_time='3650 d') }}
 select id, name, score, region, dt from {{ target.schema }}.extracts where dt = '{{ var("dt") }}'
@@ -56,17 +59,20 @@ def next_state(rng: random.Random, rows: dict) -> dict:
 
 class History:
     """The extracts given so far ({day: {group: {id: (name, score)}}}), the source table that
-    holds them, and what each held day must read."""
+    holds them, and what each held day must read ({day: {group: state}}): a group's extract of
+    the day, else what the group read the day before when the run added the day (a missing
+    extract changes nothing). A rerun of a day changes what that day reads only."""
 
     def __init__(self, p, seed: int):
-        self.p, self.rng, self.extracts = p, random.Random(seed), {}
+        self.p, self.rng = p, random.Random(seed)
+        self.extracts: dict = {}
+        self.reads: dict = {}
 
-    def extract(self, day: str, groups=GROUPS, base: str | None = None) -> None:
-        """The extract of `day` for `groups`, each the next state of its read on `base`
-        (default: the latest day before `day`)."""
+    def extract(self, day: str, groups=GROUPS) -> None:
+        """The extract of `day` for `groups`, each the next state of its read the day before."""
         given = {}
         for g in groups:
-            prev = self.expected(base or self.before(day)).get(g, {}) if self.extracts else {}
+            prev = self.expected(self.before(day)).get(g, {})
             if not prev:
                 prev = {i: (self.rng.choice(NAMES), i % 3) for i in range(1, 16)}
             given[g] = next_state(self.rng, prev)
@@ -79,19 +85,22 @@ class History:
         ]
         self.p.table("extracts", COLS, rows)
 
-    def before(self, day: str) -> str:
-        return max((d for d in self.extracts if d < day), default=day)
+    def before(self, day: str) -> str | None:
+        return max((d for d in self.reads if d < day), default=None)
 
-    def expected(self, day: str) -> dict:
-        """{group: state} of `day`: each group as its latest extract on or before it."""
-        out = {}
-        for d in sorted(d for d in self.extracts if d <= day):
-            out.update(self.extracts[d])
-        return out
+    def expected(self, day: str | None) -> dict:
+        """{group: state} that `day` reads (none before the first day)."""
+        return dict(self.reads.get(day, {})) if day else {}
 
-    def run(self, day: str, groups=GROUPS, base: str | None = None) -> None:
-        self.extract(day, groups, base)
+    def run(self, day: str, groups=GROUPS) -> None:
+        self.extract(day, groups)
         self.p.dbt("run", "--select", "c", "s", vars={"dt": day})
+        self.ran(day)
+
+    def ran(self, day: str) -> None:
+        """`day`'s reads once its run published."""
+        reads = {**self.expected(self.before(day)), **self.reads.get(day, {})}
+        self.reads[day] = {**reads, **self.extracts[day]}
 
     def check(self) -> None:
         """Every held day reads as expected, through the view and chain_read."""
@@ -186,15 +195,46 @@ def compiled(p, sql: str) -> str:
     return "(" + (p.root / "target/compiled/chain_test/analyses/q.sql").read_text() + ") __c"
 
 
-def test_a_day_before_a_held_one_is_refused_and_nothing_is_written(full):
+def test_a_backfill_or_rerun_before_held_days_changes_that_day_only(full):
+    """After the first test the chain holds 0803 (a snapshot of each group), 0805, 0806 and
+    0807 (CN without an extract). A backfill and reruns of earlier days: each group's next
+    held day, a delta, is compared again with the new day and reads as before (CN's 0807
+    too, which had no extract); one a snapshot serves is left as it is."""
+    h, p = full, full.p
+    h.run("20250804")  # a backfill: 0805 of both groups is compared again with it
+    assert "'c': the next held day of 2 group(s) is compared again" in p.log_text()
+    assert "'s': the next held day of 1 group(s) is compared again" in p.log_text()
+    h.check()
+    h.run("20250805", groups=("US",))  # CN keeps its 0805, US's 0806 is compared again
+    h.check()
+    h.run("20250806", groups=("CN",))  # CN's 0807, an empty delta, now holds changes
+    h.check()
+    assert h.delta_rows() == {
+        f"region={g}/dt={d}": h.changed(d, g, h.before(d))
+        for d in ("20250803", "20250804", "20250805", "20250806", "20250807")
+        for g in GROUPS
+        if h.changed(d, g, h.before(d))
+    }
+    assert h.changed("20250807", "CN", "20250806") > 0
+    p.run_op("compact_chain", {"model": "c", "partition": {"dt": "20250805"}})
+    h.run("20250804", groups=("CN",))  # CN's 0805 reads its snapshot: nothing else written
+    assert "'c': the next held day" not in p.log_text()
+    h.check()
+    props = dict(r[:2] for r in p.rows("show tblproperties {s}.c__snapshot"))
+    assert stale_from_properties(props) == {}
+
+
+def test_a_snapshot_write_before_a_held_day_is_refused_and_nothing_is_written(full):
     h, p = full, full.p
     before = (p.partitions("c__snapshot"), p.partitions("c__delta"))
-    h.extract("20250804")
-    res = p.dbt("run", "--select", "c", vars={"dt": "20250804"}, expect_ok=False)
-    del h.extracts["20250804"]
+    h.extract("20250802")
+    res = p.dbt(
+        "run", "--select", "c", vars={"dt": "20250802", "branch": "snapshot"}, expect_ok=False
+    )
     assert (
         "chain_incremental model 'c': chain_input 'full' cannot write day "
-        "region=CN/dt=20250804: the group holds a later day (region=CN/dt=20250805), whose "
-        "stored changes were compared with this day's state; nothing was written"
+        "region=CN/dt=20250802 to the snapshot branch: the group holds a later day "
+        "(region=CN/dt=20250803), whose stored changes were compared with this day's state; "
+        "nothing was written"
     ) in node_messages(res)["c"]
     assert (p.partitions("c__snapshot"), p.partitions("c__delta")) == before

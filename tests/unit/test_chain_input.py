@@ -19,7 +19,13 @@ from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 from dbt.adapters.chaintable.read.visible import visible_changes_sql, visible_sql
 from dbt.adapters.chaintable.run.changes import full_refresh_reason
-from dbt.adapters.chaintable.run.full import diff_sql, first_load_sql, groups_sql, plan_full
+from dbt.adapters.chaintable.run.full import (
+    diff_sql,
+    first_load_sql,
+    groups_sql,
+    in_groups_sql,
+    plan_full,
+)
 from dbt.adapters.chaintable.run.model import empty_partitions
 
 BASE = {
@@ -128,21 +134,82 @@ def test_each_group_is_compared_with_its_latest_day_before():
     assert rerun.previous == (
         ReadPlan(("CN",), ("20250802",), False, ("20250801",), (("20250802",),)),
     )
-    with pytest.raises(ChainPlanError):  # CN holds days after 0801
-        plan_full(s, "m", ("20250801",), [("CN",)])
     assert plan_full(s, "m", ("20250805",), []).previous == ()
 
 
-def test_a_day_before_a_held_day_of_the_group_is_refused_naming_both():
+def test_the_next_held_day_of_each_group_is_compared_again_unless_a_snapshot_serves_it():
+    s = grouped_state(
+        [("CN", "20250801"), ("US", "20250801"), ("US", "20250803")],
+        [("CN", "20250803"), ("CN", "20250805"), ("US", "20250803"), ("JP", "20250804")],
+    )
+    plan = plan_full(s, "m", ("20250802",), [("CN",), ("US",), ("JP",), ("FR",)])
+    # CN's next day 0803 is a delta on the 0801 snapshot; US's 0803 reads its own snapshot,
+    # which the rerun does not change; JP's 0804 has no day before it
+    assert plan.following == (
+        ReadPlan(("CN",), ("20250803",), False, ("20250801",), (("20250803",),)),
+        ReadPlan(("JP",), ("20250804",), False, None, (("20250804",),)),
+    )
+    assert plan.rewritten() == (("CN", "20250803"), ("JP", "20250804"))
+    assert plan.following_by_day() == {
+        ("20250803",): [plan.following[0]],
+        ("20250804",): [plan.following[1]],
+    }
+    assert [p.chain for p in plan.previous] == [("20250801",), ("20250801",)]  # CN, US
+    # a day after every held one, and a rerun of the newest day, compare nothing again
+    assert plan_full(s, "m", ("20250806",), [("CN",), ("US",)]).following == ()
+    assert plan_full(s, "m", ("20250805",), [("CN",)]).following == ()
+
+
+def test_a_snapshot_write_before_a_held_day_of_the_group_is_refused_naming_both():
     s = grouped_state([("CN", "20250801")], [("CN", "20250805")])
     with pytest.raises(ChainPlanError) as e:
-        plan_full(s, "customers", ("20250803",), [("CN",)])
+        plan_full(s, "customers", ("20250803",), [("CN",)], rewrite_later=False)
     assert e.value.msg == (
         "chain_incremental model 'customers': chain_input 'full' cannot write day "
-        "region=CN/dt=20250803: the group holds a later day (region=CN/dt=20250805), whose "
-        "stored changes were compared with this day's state; nothing was written"
+        "region=CN/dt=20250803 to the snapshot branch: the group holds a later day "
+        "(region=CN/dt=20250805), whose stored changes were compared with this day's state; "
+        "nothing was written"
     )
-    assert plan_full(s, "customers", ("20250803",), [("US",)]).previous == ()
+    assert plan_full(s, "customers", ("20250803",), [("US",)], False).previous == ()
+
+
+def test_the_output_of_some_groups_is_selected_by_their_partition_names():
+    assert in_groups_sql(FULL_OPTS, "MODEL", [("US",), ("CN",)]) == (
+        "SELECT * FROM (MODEL) __in WHERE (CAST(`region` AS STRING)) IN (('CN'), ('US'))"
+    )
+    two = ChainOptions.from_config(
+        "m",
+        {
+            "partition_by": ["region", "city", "dt"],
+            "chain_partition_keys": ["dt"],
+            "primary_key": ["id", "region", "city", "dt"],
+            "chain_input": "full",
+        },
+    )
+    assert in_groups_sql(two, "MODEL", [("CN", "x'y")]) == (
+        "SELECT * FROM (MODEL) __in WHERE (CAST(`region` AS STRING), CAST(`city` AS STRING)) "
+        "IN (('CN', 'x\\'y'))"
+    )
+    single = ChainOptions.from_config(
+        "m", {"partition_by": ["dt"], "primary_key": ["id", "dt"], "chain_input": "full"}
+    )
+    assert in_groups_sql(single, "MODEL", [()]) == "MODEL"
+
+
+def test_a_rewritten_day_of_a_full_chain_leaves_no_later_snapshot_stale():
+    s = grouped_state(
+        [("CN", "20250801"), ("CN", "20250803")], [("CN", "20250802"), ("CN", "20250803")]
+    )
+    assert s.stale_after_delta_write([("CN", "20250802")]) == {}
+    changes = ChainState.build(
+        ChainOptions.from_config("m", BASE),
+        s.snapshots,
+        s.deltas,
+        {"dt": "string"},
+    )
+    assert changes.stale_after_delta_write([("CN", "20250802")]) == {
+        ("CN", "20250803"): ("CN", "20250802")
+    }
 
 
 def test_the_diff_inserts_updates_and_deletes_by_key():

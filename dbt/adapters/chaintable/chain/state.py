@@ -226,8 +226,11 @@ class ChainState:
         the same group that compaction wrote, each from the one before it. A snapshot with no
         delta at its own value was a full write (compaction writes a day only from its delta,
         docs/design.md#compaction): it was not built on the old delta, nor were the snapshots
-        after it, built on it. {snapshot: delta}."""
+        after it, built on it. {snapshot: delta}. A full chain's write never changes a later
+        day's state (it compares the next held day again, run/full.py): nothing is stale."""
         stale: dict[Values, Values] = {}
+        if self.opts.chain_input == "full":
+            return stale
         snaps = self.snapshot_chains()
         for part in sorted(written):
             g, c = self.layout.split(part)

@@ -28,22 +28,31 @@ def _key_text(columns: Sequence[str], values: Sequence[Any]) -> str:
     return "(" + ", ".join(f"{c}={v!r}" for c, v in zip(columns, values, strict=False)) + ")"
 
 
-def chain_partition_predicate(settings: ModelSettings, columns: Columns) -> str | None:
+def chain_partition_predicate(
+    settings: ModelSettings, columns: Columns, also: Sequence[Values] = ()
+) -> str | None:
     """The SQL test that a staged row lies inside the model's chain_partition (None: the
     model sets none), once its values are checked: one rule for the checks' scan and the
-    cumulative build that stands in for it."""
+    cumulative build that stands in for it. `also`: partitions the adapter itself stages
+    beside the model's day (a full chain's later days compared again, run/full.py)."""
     spec = settings.chain_partition
     if not spec:
         return None
     check_chain_partition(settings, spec)
     names = [c for c, _ in columns]
-    return Renderer(settings.opts, names, dict(columns), "", "").predicate(
-        list(spec), list(spec.values())
-    )
+    r = Renderer(settings.opts, names, dict(columns), "", "")
+    inside = r.predicate(list(spec), list(spec.values()))
+    if also:
+        inside = f"({inside} OR {r.partitions_predicate(also)})"
+    return inside
 
 
 def check_stage(
-    catalog: Catalog, settings: ModelSettings, stage: str, columns: Columns
+    catalog: Catalog,
+    settings: ModelSettings,
+    stage: str,
+    columns: Columns,
+    also: Sequence[Values] = (),
 ) -> tuple[list[Values], dict[Values, float]]:
     """The partitions of the staged rows, or an error naming the model and the offending key.
     One scan summarises every partition of the stage (stage_sql.stage_summary_sql); only a rule it
@@ -54,7 +63,7 @@ def check_stage(
     names = [c for c, _ in columns]
     source = S.select_all(stage)
     spec = settings.chain_partition
-    inside = chain_partition_predicate(settings, columns)
+    inside = chain_partition_predicate(settings, columns, also)
     n = len(opts.partition_by)
     kind = cumulative.ordinal_sequence_type(opts, dict(columns))
     summary = catalog.runner.fetch(
@@ -77,7 +86,7 @@ def check_stage(
             "nothing was written"
         )
     if spec:
-        check_spelling(settings, spec, parts)
+        check_spelling(settings, spec, [p for p in parts if p not in set(also)])
         if not parts:
             check_empty_spelling(catalog, settings, spec, dict(columns))
     lowest = {

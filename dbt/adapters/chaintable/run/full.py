@@ -27,42 +27,70 @@ COUNT = "__ct_n"  # rows of the key in the model's output
 class FullPlan:
     """What a run of day `day` (chain values) of a full chain compares: `groups`, those the
     model has rows for; `previous`, the read of each one's latest day before `day` (a group
-    without one has every key inserted)."""
+    without one has every key inserted); `following`, the read of each one's next held day
+    after `day` where a delta serves it: that delta was compared with the state `day` had, and
+    is compared again with the new one, so that the day still reads as it did."""
 
     day: Values
     groups: tuple[Values, ...]
     previous: tuple[ReadPlan, ...]
+    following: tuple[ReadPlan, ...] = ()
 
     def by_day(self) -> dict[Values, list[ReadPlan]]:
         """The previous reads by chain value (one partition read each)."""
-        out: dict[Values, list[ReadPlan]] = {}
-        for p in self.previous:
-            out.setdefault(p.chain, []).append(p)
-        return out
+        return _by_chain(self.previous)
+
+    def following_by_day(self) -> dict[Values, list[ReadPlan]]:
+        """The next held days' reads by chain value."""
+        return _by_chain(self.following)
+
+    def rewritten(self) -> tuple[Values, ...]:
+        """The delta partitions of later days the run writes again."""
+        return tuple(p.group + p.chain for p in self.following)
 
 
-def plan_full(state: ChainState, model: str, day: Values, groups: Sequence[Values]) -> FullPlan:
-    """The reads that `day`'s output of `groups` is compared with. A group that holds a day
-    after `day` is refused: its next day's delta was compared with the state `day` had."""
+def _by_chain(plans: Sequence[ReadPlan]) -> dict[Values, list[ReadPlan]]:
+    out: dict[Values, list[ReadPlan]] = {}
+    for p in plans:
+        out.setdefault(p.chain, []).append(p)
+    return out
+
+
+def plan_full(
+    state: ChainState,
+    model: str,
+    day: Values,
+    groups: Sequence[Values],
+    rewrite_later: bool = True,
+) -> FullPlan:
+    """The reads that `day`'s output of `groups` is compared with, and those of the groups'
+    next held days, compared again with it. A next held day with a snapshot reads that
+    snapshot, which `day` does not change: nothing there is written. `rewrite_later` False (a
+    write of full states to the snapshot branch, which writes no delta): a group holding a
+    later day is refused."""
     key = state.sort_key(day)
     chains = state.chains()
-    previous = []
+    previous, following = [], []
     for group in sorted(set(groups)):
         days = chains.get(group, [])
         later = [c for c in days if state.sort_key(c) > key]
-        if later:
+        if later and not rewrite_later:
             raise ChainPlanError(
                 f"chain_incremental model '{model}': chain_input 'full' cannot write day "
-                f"{state.layout.path(group + day)}: the group holds a later day "
-                f"({state.layout.path(group + later[0])}), whose stored changes were compared "
-                "with this day's state; nothing was written"
+                f"{state.layout.path(group + day)} to the snapshot branch: the group holds a "
+                f"later day ({state.layout.path(group + later[0])}), whose stored changes were "
+                "compared with this day's state; nothing was written"
             )
+        if later and group + later[0] not in state.snapshots:
+            plan = state.plan_read(group, later[0])
+            if plan is not None:
+                following.append(plan)
         before = [c for c in days if state.sort_key(c) < key]
         if before:
             plan = state.plan_read(group, before[-1])
             if plan is not None:
                 previous.append(plan)
-    return FullPlan(tuple(day), tuple(sorted(set(groups))), tuple(previous))
+    return FullPlan(tuple(day), tuple(sorted(set(groups))), tuple(previous), tuple(following))
 
 
 def first_load_sql(model_sql: str) -> str:
@@ -77,6 +105,15 @@ def groups_sql(opts: ChainOptions, model_sql: str) -> str:
         return f"SELECT true FROM ({model_sql}) __g LIMIT 1"
     casts = ", ".join(f"CAST({q(g)} AS STRING)" for g in opts.group_keys)
     return f"SELECT DISTINCT {casts} FROM ({model_sql}) __g"
+
+
+def in_groups_sql(opts: ChainOptions, model_sql: str, groups: Sequence[Values]) -> str:
+    """The model's rows of `groups` (values as groups_sql spells them)."""
+    if not opts.group_keys:
+        return model_sql
+    casts = ", ".join(f"CAST({q(g)} AS STRING)" for g in opts.group_keys)
+    tuples = ", ".join("(" + ", ".join(string(v) for v in g) + ")" for g in sorted(groups))
+    return f"SELECT * FROM ({model_sql}) __in WHERE ({casts}) IN ({tuples})"
 
 
 def diff_sql(

@@ -85,8 +85,10 @@ class Stage:
     # names it for recovery (a staging table costs its creation, a DESCRIBE and a DROP)
     partition: Values | None = None
     columns: tuple[tuple[str, str], ...] = ()  # the model's, of a bare directory
-    # chain_input 'full': the groups the model's output has rows for (run/full.py)
+    # chain_input 'full': the groups the model's output has rows for, and the delta partitions
+    # of later days compared again with the run's day (run/full.py)
     groups: tuple[Values, ...] | None = None
+    rewritten: tuple[Values, ...] = ()
 
     @property
     def directory(self) -> str:

@@ -157,7 +157,11 @@ class RunPlanner:
         except ChainConfigError:
             if deferred:
                 checks.check_stage(
-                    self.catalog, run.settings, stage.source(tables.stage), stage_cols
+                    self.catalog,
+                    run.settings,
+                    stage.source(tables.stage),
+                    stage_cols,
+                    stage.rewritten,
                 )
             raise
 
@@ -216,7 +220,7 @@ class RunPlanner:
     ) -> tuple[list[Values], dict[Values, float]]:
         """The stage's own checks (checks.check_stage) and its partitions' times."""
         staged, lowest = checks.check_stage(
-            self.catalog, run.settings, stage.source(run.tables.stage), stage_cols
+            self.catalog, run.settings, stage.source(run.tables.stage), stage_cols, stage.rewritten
         )
         checks.check_partition_times(run.settings, staged)
         return staged, lowest

@@ -42,10 +42,16 @@ class Stager:
         published as they are (publish/safety.py). A first run or full refresh stages a plain table."""
         cols = self.catalog.describe_query(compiled_code)
         run.opts.validate_columns(run.model, [c for c, _ in cols], dict(cols))  # first
-        groups = None
+        groups: tuple[Values, ...] | None = None
+        rewritten: tuple[Values, ...] = ()
         if run.opts.chain_input == "full":
-            compiled_code, groups = self.full.staged_sql(run, compiled_code, cols)
+            fs = self.full.staged(run, compiled_code, cols)
+            compiled_code, groups, rewritten = fs.sql, fs.groups, fs.rewritten
             cols = [*cols, (full.KIND, "string")]
+            if (
+                rewritten and single is not None
+            ):  # later days too: a stage partitioned as the target
+                single, run_id = None, versions.new_run_id()
         # no stage is left over: taking the lock ran the recovery, which drops it
         if not run.publishes:
             self.run(S.create_scratch_as(str(run.tables.stage), compiled_code))
@@ -57,7 +63,7 @@ class Stager:
             # files that must not hold the partition columns, or bucket files: a staging table
             # lays them out, in a directory of its own (the one the lock names stays unwritten)
             single, run_id = None, versions.new_run_id()
-        stage = Stage(run_id, info["Location"], provider, single, tuple(cols), groups)
+        stage = Stage(run_id, info["Location"], provider, single, tuple(cols), groups, rewritten)
         if stage.bare:
             self.run(S.write_directory(stage.directory, provider, compiled_code))
             self.publisher.lock.staged(run.tables, bare or {})
