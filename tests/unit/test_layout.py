@@ -18,6 +18,7 @@ LAYERS = [
     {"read"},
     {"view", "history"},
     {"publish"},
+    {"write"},
     {"compaction", "expiration"},
     {"operations", "run", "connections"},
     {"batch"},
@@ -129,3 +130,33 @@ def test_every_statement_goes_through_the_runner_and_only_the_lock_skips_its_gua
             on_lock.append(module)
     assert sends == []
     assert sorted(on_lock) == ["publish.lease", "publish.lock"]
+
+
+def calls_of(path: Path) -> set[str]:
+    """`obj.method` of every call in `path` whose receiver is a plain name or attribute (the
+    receiver's last name: `self.unit.locked(...)` -> `unit.locked`)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            receiver = node.func.value
+            name = getattr(receiver, "attr", None) or getattr(receiver, "id", None)
+            if name:
+                found.add(f"{name}.{node.func.attr}")
+    return found
+
+
+def test_every_writer_takes_the_lock_and_tells_the_derived_tables_through_the_write_unit():
+    """One door (docs/design.md#the-write-unit): only write/unit.py takes the chain's lock, and
+    only write/derived.py tells the cumulative delta and the stored changes of a write."""
+    doors = {
+        "lock.locked": {"write.unit"},
+        "accumulator.before_write": {"write.derived"},
+        "accumulator.after_write": {"write.derived"},
+        "store.before_write": {"write.derived"},
+        "store.after_write": {"write.derived"},
+    }
+    found: dict[str, set[str]] = {call: set() for call in doors}
+    for module, path in modules().items():
+        for call in calls_of(path) & set(doors):
+            found[call].add(module)
+    assert found == doors

@@ -41,6 +41,8 @@ from dbt.adapters.chaintable.run.flow import RunFlow
 from dbt.adapters.chaintable.run.model import ChainRun, RunResult
 from dbt.adapters.chaintable.view.docs import Docs, catalog_with_chain_relations, column_docs
 from dbt.adapters.chaintable.view.writer import ViewWriter
+from dbt.adapters.chaintable.write.derived import CumulativeDelta, StoredChanges
+from dbt.adapters.chaintable.write.unit import Derived, WriteUnit
 
 
 class Chain:
@@ -58,23 +60,15 @@ class Chain:
             self.catalog, lambda loaded, days: self.views.refresh(loaded, unserved=days)
         )
         store = ChangesStore(self.catalog)
-        self.compactor = Compactor(
-            self.catalog, self.publisher, self.views, self.accumulator, store
-        )
-        self.expirer = Expirer(self.catalog, self.publisher, self.views)
-        self.maintenance = Maintenance(
-            self.catalog, self.publisher, self.views, self.compactor, self.expirer, store
-        )
-        finisher = Finisher(
-            self.catalog,
-            self.publisher,
-            self.views,
-            self.accumulator,
-            self.compactor,
-            self.expirer,
-            store,
-        )
-        self.runs = RunFlow(self.catalog, self.publisher, self.accumulator, finisher)
+        # the tables derived from the branches, told around every write in this order: the
+        # cumulative delta before the view (it reads it), the stored changes after it
+        derived: list[Derived] = [CumulativeDelta(self.accumulator), StoredChanges(store)]
+        self.unit = WriteUnit(self.publisher, self.views, derived)
+        self.compactor = Compactor(self.catalog, self.unit, self.accumulator)
+        self.expirer = Expirer(self.catalog, self.unit)
+        self.maintenance = Maintenance(self.catalog, self.unit, self.compactor, self.expirer)
+        finisher = Finisher(self.catalog, self.unit, self.compactor, self.expirer)
+        self.runs = RunFlow(self.catalog, self.unit, self.accumulator, finisher)
         self.batches = Batches(self.catalog, self.runs)
         self.loop = BatchLoop(self.batches)
         self.history = History(self.catalog, store)
@@ -288,9 +282,7 @@ class ChainTableAdapter(SparkAdapter):
         # model's rows are published already, and its run does not fail for its comments
         operation = f"persist_docs of model '{run.model}'"
         try:
-            with self.chain.publisher.lock.locked(
-                run.tables, operation, lease=run.settings.lock_lease
-            ):
+            with self.chain.unit.locked(run.tables, operation, lease=run.settings.lock_lease):
                 self.chain.docs.persist(
                     run.settings, run.tables, str(node.get("description") or ""), column_docs(node)
                 )

@@ -163,8 +163,8 @@ class Batches:
         lease = lease_of(call.model, call.config.get("chain_lock_lease"))
         operation = f"view refresh of model '{call.model}'"
         try:
-            with self.runs.publisher.lock.locked(tables, operation, lease=lease):
-                self.runs.finisher.views.refresh(self.catalog.load(tables.view))
+            with self.runs.unit.locked(tables, operation, lease=lease):
+                self.runs.unit.views.refresh(self.catalog.load(tables.view))
         except ChainLockedError as e:  # its holder refreshes the view when it is done
             logger.warning(f"{e}; the view is refreshed by the writer that holds it")
 

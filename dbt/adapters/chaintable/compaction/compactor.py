@@ -36,23 +36,14 @@ from dbt.adapters.chaintable.compaction.plan import (
 from dbt.adapters.chaintable.cumulative import sql as cumulative_sql
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.cumulative.plan import ordinal_sequence_type, served_days
-from dbt.adapters.chaintable.history.stored import ChangesStore
-from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
-from dbt.adapters.chaintable.view.writer import ViewWriter
+from dbt.adapters.chaintable.write.unit import Write, WriteUnit
 
 
 class Compactor:
-    def __init__(
-        self,
-        catalog: Catalog,
-        publisher: Publisher,
-        views: ViewWriter,
-        accumulator: Accumulator,
-        store: ChangesStore,
-    ):
-        self.catalog, self.publisher, self.views = catalog, publisher, views
-        self.accumulator, self.store = accumulator, store
+    def __init__(self, catalog: Catalog, unit: WriteUnit, accumulator: Accumulator):
+        self.catalog, self.unit, self.accumulator = catalog, unit, accumulator
+        self.publisher = unit.publisher
         self.run = catalog.runner.run
 
     # ---- compaction ---------------------------------------------------------------------------
@@ -65,7 +56,7 @@ class Compactor:
                 f"compact_chain {relation}: overwrite needs a partition (without one it compacts "
                 "what the compaction policy says is due, which has no snapshot to overwrite)"
             )
-        with self.publisher.lock.locked(ChainTables.of(relation), "compact_chain"):
+        with self.unit.locked(ChainTables.of(relation), "compact_chain"):
             if due:
                 return self.compact_due(self.catalog.load(relation), "compact_chain")
             return self._compact(relation, parse_partition_spec(partition), rewrite)
@@ -160,8 +151,8 @@ class Compactor:
                 f"delta partition(s) -> snapshot {lay.chain_path(p.chain)}"
             )
         written = [p.group + p.chain for p in plan.writes]
-        loaded = self.accumulator.before_write(loaded, "snapshot", written)
-        loaded = self.store.before_write(loaded, written)
+        write = Write("snapshot", tuple(written))
+        loaded = self.unit.before_write(loaded, write)
         # merged rows land in a fresh directory, then each snapshot partition is switched to it;
         # the view's merged branch for a delta-only partition keeps reading the same rows until
         # the refresh below, because its snapshot branch excludes that partition
@@ -192,8 +183,7 @@ class Compactor:
         # the publish added or switched exactly `written` in the snapshot branch (under the lock)
         published = loaded.with_published("snapshot", written)
         self._record_compacted(published, props, plan.writes)
-        loaded = self.accumulator.after_write(published, written)
-        loaded = self.views.refresh(loaded)
+        loaded = self.unit.published(published, write)
         if loaded.opts.cumulative_delta:  # the new anchors' highest sequence, for the next runs
             self.accumulator.anchor_sequence_max(loaded, written, highest)
         return True

@@ -23,9 +23,8 @@ from dbt.adapters.chaintable.expiration.plan import (
     format_plan,
     plan_expiration,
 )
-from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
-from dbt.adapters.chaintable.view.writer import ViewWriter
+from dbt.adapters.chaintable.write.unit import WriteUnit
 
 TS_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -46,8 +45,8 @@ def parse_now(now: str | None) -> dt.datetime:
 
 
 class Expirer:
-    def __init__(self, catalog: Catalog, publisher: Publisher, views: ViewWriter):
-        self.catalog, self.publisher, self.views = catalog, publisher, views
+    def __init__(self, catalog: Catalog, unit: WriteUnit):
+        self.catalog, self.unit, self.views = catalog, unit, unit.views
         self.run = catalog.runner.run
 
     # ---- expiration ---------------------------------------------------------------------------
@@ -96,7 +95,7 @@ class Expirer:
             return self._apply_expiration(
                 loaded, self.expiration_plan(loaded, parse_now(now)), dry_run=True
             )
-        with self.publisher.lock.locked(ChainTables.of(relation), "expire_chain"):
+        with self.unit.locked(ChainTables.of(relation), "expire_chain"):
             loaded = self.catalog.load(relation)
             plan = self.expiration_plan(loaded, parse_now(now))
             return self._apply_expiration(loaded, plan, dry_run=False)

@@ -18,26 +18,16 @@ from dbt.adapters.chaintable.compaction.compactor import Compactor
 from dbt.adapters.chaintable.cumulative.plan import served_days
 from dbt.adapters.chaintable.expiration.expirer import Expirer, parse_now
 from dbt.adapters.chaintable.expiration.plan import check_snapshot_drop
-from dbt.adapters.chaintable.history.stored import ChangesStore
 from dbt.adapters.chaintable.operations.status import render as render_status
-from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.read.visible import visible_sql
-from dbt.adapters.chaintable.view.writer import ViewWriter
+from dbt.adapters.chaintable.write.unit import WriteUnit
 
 
 class Maintenance:
-    def __init__(
-        self,
-        catalog: Catalog,
-        publisher: Publisher,
-        views: ViewWriter,
-        compactor: Compactor,
-        expirer: Expirer,
-        store: ChangesStore,
-    ):
-        self.catalog, self.publisher, self.views = catalog, publisher, views
-        self.compactor, self.expirer, self.store = compactor, expirer, store
+    def __init__(self, catalog: Catalog, unit: WriteUnit, compactor: Compactor, expirer: Expirer):
+        self.catalog, self.unit, self.views = catalog, unit, unit.views
+        self.compactor, self.expirer = compactor, expirer
 
     # ---- reads --------------------------------------------------------------------------------
     def read_sql(self, relation: BaseRelation, partition: Any) -> str:
@@ -62,7 +52,7 @@ class Maintenance:
     # ---- dropping one partition ---------------------------------------------------------------
     def drop_partition(self, relation: BaseRelation, partition: Any, branch: str) -> str:
         """Drop one partition of a branch, refusing a snapshot that later deltas depend on."""
-        with self.publisher.lock.locked(ChainTables.of(relation), "drop_chain_partition"):
+        with self.unit.locked(ChainTables.of(relation), "drop_chain_partition"):
             return self._drop_partition(relation, partition, branch)
 
     def _drop_partition(self, relation: BaseRelation, partition: Any, branch: str) -> str:
@@ -90,9 +80,7 @@ class Maintenance:
             if error:
                 raise ChainPlanError(f"drop_chain_partition {relation} {label}: {error}")
         gone = {"snapshots" if branch == "snapshot" else "deltas": [values]}
-        # a day dropped, then written again, is a new day whose cumulative partition may get
-        # its old stamp: its stored changes go void with it
-        loaded = self.store.before_write(loaded, [values])
+        loaded = self.unit.before_drop(loaded, [values])
         self.views.refresh(loaded, state.without(**gone))
         self.catalog.retire(
             "the dropped partition",

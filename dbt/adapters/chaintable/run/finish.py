@@ -17,10 +17,8 @@ from dbt.adapters.chaintable.base.partitions import Values, default_partition_di
 from dbt.adapters.chaintable.base.runner import LeaseLostError, logger
 from dbt.adapters.chaintable.chain.catalog import METADATA_CACHE_TTL, Catalog, Loaded
 from dbt.adapters.chaintable.compaction.compactor import Compactor
-from dbt.adapters.chaintable.cumulative.accumulate import Accumulator, Prebuilt
+from dbt.adapters.chaintable.cumulative.accumulate import Prebuilt
 from dbt.adapters.chaintable.expiration.expirer import Expirer
-from dbt.adapters.chaintable.history.stored import ChangesStore
-from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.run.model import (
     ChainRun,
@@ -30,7 +28,7 @@ from dbt.adapters.chaintable.run.model import (
     snapshot_write_needs_merge,
     table_order,
 )
-from dbt.adapters.chaintable.view.writer import ViewWriter
+from dbt.adapters.chaintable.write.unit import Write, WriteUnit
 
 # the longest a run waits for other sessions' cached schemas to expire before its view reads
 # new columns (a server keeping them longer is told so in the log)
@@ -41,16 +39,12 @@ class Finisher:
     def __init__(
         self,
         catalog: Catalog,
-        publisher: Publisher,
-        views: ViewWriter,
-        accumulator: Accumulator,
+        unit: WriteUnit,
         compactor: Compactor,
         expirer: Expirer,
-        store: ChangesStore,
     ):
-        self.catalog, self.publisher, self.views = catalog, publisher, views
-        self.accumulator, self.compactor, self.expirer = accumulator, compactor, expirer
-        self.store = store
+        self.catalog, self.unit, self.publisher = catalog, unit, unit.publisher
+        self.compactor, self.expirer = compactor, expirer
         self.run = catalog.runner.run
 
     def write(self, run: ChainRun, stage: Stage, plan: WritePlan) -> bool:
@@ -177,16 +171,15 @@ class Finisher:
             stale = {k: v for k, v in stale.items() if k not in written}
         if stale != loaded.stale():
             self.catalog.set_stale(tables, stale)
-        # the snapshots a rewritten delta invalidates are dropped below: no day is built on them
-        loaded = self.accumulator.after_write(
+        # the snapshots a rewritten delta invalidates are dropped below: no day is built on them;
+        # a publish keeps the view, a first run or full refresh dropped it
+        write = Write(run.branch, plan.written, plan.lowest_sequence, prebuilt, stores_changes=True)
+        loaded = self.unit.published(
             loaded.without(snapshots=invalidated),
-            plan.written,
-            plan.lowest_sequence if run.branch == "delta" else {},  # of delta rows only
-            prebuilt,
+            write,
+            wait=lambda: self._await_cached_schemas(run, plan),
+            view_exists=run.view_exists and run.publishes,
         )
-        self._await_cached_schemas(run, plan)
-        # a publish keeps the view; a first run or full refresh dropped it
-        loaded = self.views.refresh(loaded, view_exists=run.view_exists and run.publishes)
         failpoint("run.view")
         if invalidated:
             logger.info(
@@ -201,11 +194,7 @@ class Finisher:
         if not stage_dropped:
             self.publisher.recovery.drop_scratch(tables)
         # the day is read through the view already: its stored changes only save later reads
-        self.store.after_write(
-            loaded,
-            plan.written if run.branch == "delta" else (),
-            lambda: self.publisher.lock.check_lease(str(tables.lock)),
-        )
+        self.unit.settled(loaded, write)
         return loaded
 
     def maintain(self, run: ChainRun, loaded: Loaded) -> str:

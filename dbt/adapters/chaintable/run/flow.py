@@ -25,18 +25,19 @@ from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.chain.tables import ChainTables
 from dbt.adapters.chaintable.cumulative.accumulate import Accumulator
 from dbt.adapters.chaintable.publish import safety
-from dbt.adapters.chaintable.publish.publisher import Publisher
 from dbt.adapters.chaintable.run.finish import Finisher
 from dbt.adapters.chaintable.run.model import ChainRun, RunResult, invalidated_snapshots
 from dbt.adapters.chaintable.run.planner import RunPlanner
 from dbt.adapters.chaintable.run.stager import Stager
+from dbt.adapters.chaintable.write.unit import Write, WriteUnit
 
 
 class RunFlow:
     def __init__(
-        self, catalog: Catalog, publisher: Publisher, accumulator: Accumulator, finisher: Finisher
+        self, catalog: Catalog, unit: WriteUnit, accumulator: Accumulator, finisher: Finisher
     ):
-        self.catalog, self.publisher, self.accumulator = catalog, publisher, accumulator
+        self.catalog, self.unit, self.accumulator = catalog, unit, accumulator
+        self.publisher = publisher = unit.publisher
         self.stager = Stager(catalog, publisher)
         self.planner = RunPlanner(catalog, accumulator)
         self.finisher = finisher
@@ -166,15 +167,15 @@ class RunFlow:
         )
         operation = f"run of model '{run.model}'"
         lease = run.settings.lock_lease
-        with self.publisher.lock.locked(run.tables, operation, bare, lease) as names:
+        with self.unit.locked(run.tables, operation, bare, lease) as names:
             stored = self.planner.stored_properties(run)
             stage = self.stager.stage(run, compiled_code, run_id, single, bare)
             failpoint("run.staged")
             plan = self.planner.plan(run, stage, stored, names)
             prebuilt = None
             if run.publishes:
-                loaded = self.accumulator.before_write(plan.loaded, run.branch, plan.written)
-                plan = replace(plan, loaded=self.finisher.store.before_write(loaded, plan.written))
+                write = Write(run.branch, plan.written)
+                plan = replace(plan, loaded=self.unit.before_write(plan.loaded, write))
                 plan, prebuilt = self.planner.checked_build(run, stage, plan)
                 invalidated = invalidated_snapshots(run, plan)
                 # snapshots to drop or mark stale after the publish: named on the lock first,
