@@ -160,3 +160,18 @@ def test_every_writer_takes_the_lock_and_tells_the_derived_tables_through_the_wr
         for call in calls_of(path) & set(doors):
             found[call].add(module)
     assert found == doors
+
+
+def test_the_layout_table_of_the_design_doc_names_every_module():
+    """docs/design.md's code layout table: a row per package, naming each of its modules."""
+    import re
+
+    doc = (PACKAGE.parents[2] / "docs" / "design.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)/` \| (.*) \|$", doc, re.M))
+    named = {pkg: set(re.findall(r"`(\w+)\.py`", text)) for pkg, text in rows.items()}
+    packages = {
+        d.name: {f.stem for f in d.glob("*.py") if f.stem != "__init__"}
+        for d in PACKAGE.iterdir()
+        if (d / "__init__.py").exists()
+    }
+    assert named == packages
