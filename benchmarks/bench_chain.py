@@ -43,6 +43,7 @@ from common import (
     dir_bytes,
     fresh_root,
     median,
+    provenance,
     ratio,
     require_matplotlib,
     session_params,
@@ -812,6 +813,7 @@ def main() -> int:
             for k, g in goals_for(args.rows).items()
         },
         "total_s": time.perf_counter() - t_all,
+        "provenance": provenance(),
     }
     print_table(result)
     (out / f"bench_chain_g{args.groups}.json").write_text(json.dumps(result, indent=2, default=str))

@@ -266,3 +266,38 @@ def median(xs: Sequence[float]) -> float:
 
 def ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
+
+
+def provenance() -> dict[str, Any]:
+    """What a result was measured on: the machine, the commit and the versions that decide it."""
+    import platform
+    import subprocess
+    from importlib.metadata import version
+
+    def out(*cmd: str) -> str:
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        except OSError:
+            return ""
+        return (done.stdout or done.stderr).strip()
+
+    here = Path(__file__).resolve().parent
+    dirty = out("git", "-C", str(here), "status", "--porcelain", "--untracked-files=no")
+    return {
+        "machine": {
+            "system": platform.platform(),
+            "cpus": os.cpu_count(),
+            "memory_kb": next(
+                (int(line.split()[1]) for line in open("/proc/meminfo") if "MemTotal" in line),
+                None,
+            )
+            if os.path.exists("/proc/meminfo")
+            else None,
+        },
+        "commit": out("git", "-C", str(here), "rev-parse", "HEAD") + ("+dirty" if dirty else ""),
+        "versions": {
+            "python": platform.python_version(),
+            **{p: version(p) for p in ("pyspark", "dbt-core", "dbt-spark", "dbt-chaintable")},
+            "java": out("java", "-version").splitlines()[0] if out("java", "-version") else "",
+        },
+    }
