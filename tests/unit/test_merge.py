@@ -10,8 +10,15 @@ from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.merge import rules
 from dbt.adapters.chaintable.merge import sql as merge
+from dbt.adapters.chaintable.merge.engines import engine_of
 from dbt.adapters.chaintable.merge.rules import ANCHOR, ORD, RESET, RETRACT
 from dbt.adapters.chaintable.run import stage
+
+
+def refusal(o, columns):
+    """Why the chain's engine refuses a -U/-D row (None: it takes them)."""
+    return engine_of(o).refusal(o, columns)
+
 
 COLS = ["id", "v", "n", "seq", "op", "dt"]
 ANCHOR_SQL, DELTA_SQL = "SELECT * FROM a", "SELECT * FROM d"
@@ -123,7 +130,7 @@ class TestEngines:
 
     def test_partial_update_refuses_deletes_by_default(self):
         o = opts(merge_engine="partial-update")
-        assert "cannot take -U/-D rows" in rules.refusal(o, COLS)
+        assert "cannot take -U/-D rows" in refusal(o, COLS)
         sql = flat(merge.merge_rows_sql(o, COLS, DELTA_SQL))
         assert f"CASE WHEN {RETRACT} THEN raise_error(concat('chain merge: ', 'merge_engine" in sql
         assert "'; got ', `op`, ' for key '" in sql
@@ -186,11 +193,11 @@ class TestEngines:
 
     def test_aggregation_refuses_retractions_of_other_functions(self):
         o = opts(merge_engine="aggregation", aggregate_functions={"n": "max"})
-        reason = rules.refusal(o, COLS)
+        reason = refusal(o, COLS)
         assert "(v: last_non_null_value, n: max)" in reason and "ignore_retract" in reason
         assert "raise_error" in merge.merge_rows_sql(o, COLS, DELTA_SQL)
         assert (
-            rules.refusal(
+            refusal(
                 opts(
                     merge_engine="aggregation",
                     aggregate_functions={"n": "max"},
@@ -204,7 +211,7 @@ class TestEngines:
             "t",
             {"partition_by": ["dt"], "primary_key": ["id", "dt"], "merge_engine": "aggregation"},
         )
-        assert rules.refusal(no_kind, COLS) is None
+        assert refusal(no_kind, COLS) is None
 
     def test_types_keep_widened_aggregates_in_the_column_type(self):
         o = opts(
@@ -341,7 +348,7 @@ class TestSequenceGroups:
 
     def test_retractions_are_taken_and_a_key_without_inserts_is_removed(self):
         o = grouped(rowkind_field="op")
-        assert rules.refusal(o, GROUP_COLS) is None
+        assert refusal(o, GROUP_COLS) is None
         sql = flat(merge.merge_rows_sql(o, GROUP_COLS, DELTA_SQL))
         assert "raise_error" not in sql and f"WHERE NOT {RETRACT}" not in sql
         assert sql.endswith(f"GROUP BY `id` HAVING count_if(NOT {RETRACT}) > 0")
@@ -360,7 +367,7 @@ class TestSequenceGroups:
             aggregate_functions={"b": "sum", "c": "listagg", "d": "first_value"},
             ignore_retract=["c", "d"],
         )
-        assert rules.refusal(o, GROUP_COLS) is None  # sum retracts, the others ignore them
+        assert refusal(o, GROUP_COLS) is None  # sum retracts, the others ignore them
         sql = flat(merge.merge_rows_sql(o, GROUP_COLS, DELTA_SQL, types={"b": "int"}))
         b = f"(CASE WHEN ({ANCHOR} OR `g_1` IS NOT NULL) THEN `b` END)"
         assert f"CAST(sum(CASE WHEN {RETRACT} THEN -{b} ELSE {b} END) AS int) AS `b`" in sql
@@ -374,12 +381,12 @@ class TestSequenceGroups:
 
     def test_a_member_function_that_cannot_retract_refuses_retractions(self):
         o = grouped(rowkind_field="op", aggregate_functions={"b": "max"})
-        assert rules.refusal(o, GROUP_COLS) == (
+        assert refusal(o, GROUP_COLS) == (
             "aggregate functions cannot retract -U/-D rows (b: max); only sum, product, count "
             "can, list other columns in ignore_retract"
         )
         assert (
-            rules.refusal(grouped(rowkind_field="op", aggregate_functions={"b": "sum"}), GROUP_COLS)
+            refusal(grouped(rowkind_field="op", aggregate_functions={"b": "sum"}), GROUP_COLS)
             is None
         )
 

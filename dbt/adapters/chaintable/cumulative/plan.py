@@ -29,6 +29,7 @@ from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.chain.catalog import Loaded
 from dbt.adapters.chaintable.chain.lineage import merge_inputs
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
+from dbt.adapters.chaintable.merge.engines import engine_of
 from dbt.adapters.chaintable.merge.rules import ORDER_SENSITIVE_FUNCTIONS
 
 # the data column of t__cumulative after the table's own: on the first key of each block of
@@ -69,7 +70,7 @@ def build_checks_rows(opts: ChainOptions) -> bool:
     rows (docs/design.md#validation): a chain that keeps the cumulative delta and picks one row
     per key (deduplicate, first-row), whose build ranks every changed key's rows in one
     window where a tie shows. Aggregating and partial-update merges combine rows instead."""
-    return opts.cumulative_delta and opts.merge_engine in ("deduplicate", "first-row")
+    return opts.cumulative_delta and engine_of(opts).picks_one_row
 
 
 def options_digest(opts: ChainOptions, columns: Sequence[str], mask: str | None = None) -> str:
@@ -94,13 +95,13 @@ def stamp(plan: ReadPlan, digest: str) -> str:
 def needs_anchor(opts: ChainOptions) -> bool:
     """Whether a key's merged state can depend on its anchor row. Deduplicate without a
     sequence field: the latest partition wins, so any delta row beats the anchor's."""
-    return not (opts.merge_engine == "deduplicate" and not opts.sequence_field)
+    return engine_of(opts).needs_anchor(opts)
 
 
 def ordinal_sequence_type(opts: ChainOptions, types: Mapping[str, str]) -> str | None:
     """The sequence field's type when a build may leave the anchor out (anchor_can_win):
     deduplicate with a sequence field whose values compare as integers; else None."""
-    if opts.merge_engine != "deduplicate" or not opts.sequence_field:
+    if not opts.sequence_field or not engine_of(opts).ranks_by_sequence(opts):
         return None
     lower = {k.lower(): v.lower() for k, v in types.items()}
     kind = lower.get(opts.sequence_field.lower())
@@ -150,14 +151,7 @@ def incremental(opts: ChainOptions, value_columns: Sequence[str]) -> bool:
         )
     if not opts.sequence_field:
         return True
-    if opts.merge_engine == "partial-update":
-        return False
-    if opts.merge_engine == "aggregation":
-        # the rowkind field merges to the kind of the latest insert or update: order-sensitive
-        return not opts.rowkind_field and not any(
-            opts.aggregate_function(c) in ORDER_SENSITIVE_FUNCTIONS for c in value_columns
-        )
-    return True
+    return engine_of(opts).late_rows_commute(opts, value_columns)
 
 
 @dataclass(frozen=True)

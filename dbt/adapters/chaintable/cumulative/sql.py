@@ -17,6 +17,7 @@ from dbt.adapters.chaintable.cumulative.plan import (
     Build,
 )
 from dbt.adapters.chaintable.cumulative.read import bit, block, mask_of, on_keys, select
+from dbt.adapters.chaintable.merge.engines import engine_of
 from dbt.adapters.chaintable.merge.ranked import pick_one
 from dbt.adapters.chaintable.merge.rules import ANCHOR, Types, is_retract
 from dbt.adapters.chaintable.merge.sql import merge_select
@@ -73,9 +74,8 @@ def build_sql(
         inputs.append(_anchor_input(opts, columns, anchor_sql, touched, state_sql))
     union = " UNION ALL ".join(inputs)
     if cluster:
-        merged = pick_one(
-            opts, columns, union, keys, True, drop_anchor=True, cluster=cluster, tie_rows=tie_rows
-        )
+        engine = engine_of(opts)  # keep_deletes, drop_anchor:
+        merged = pick_one(opts, columns, union, keys, engine, True, True, cluster, tie_rows)
     else:
         merged = merge_select(
             opts, columns, union, keys, types, keep_deletes=True, drop_anchor=picks_one
@@ -138,7 +138,7 @@ def _anchor_input(
 
 
 def _picks_one(opts: ChainOptions) -> bool:
-    return opts.merge_engine in ("deduplicate", "first-row")
+    return engine_of(opts).picks_one_row
 
 
 def columns(r: ChainSql) -> list[tuple[str, str]]:

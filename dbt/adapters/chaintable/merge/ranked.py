@@ -14,11 +14,10 @@ from dbt.adapters.chaintable.merge.rules import (
     RETRACT,
     TIE,
     TIE_FAILED,
-    _ignored,
+    RowRules,
     is_retract,
     order_exprs,
     order_terms,
-    refusal,
 )
 
 
@@ -28,7 +27,11 @@ def _key_text_sql(columns: Sequence[str]) -> str:
 
 
 def prepared(
-    opts: ChainOptions, columns: Sequence[str], source_sql: str, refuse: bool = True
+    opts: ChainOptions,
+    columns: Sequence[str],
+    source_sql: str,
+    engine: RowRules,
+    refuse: bool = True,
 ) -> str:
     """`source_sql` rows (columns + ANCHOR) with RETRACT; rows the engine ignores are dropped;
     with `refuse`, a retraction the engine refuses fails the query, naming the key."""
@@ -37,10 +40,10 @@ def prepared(
         f"(NOT {ANCHOR} AND {is_retract(opts)}) AS {RETRACT} FROM ({source_sql}) __s"
     )
     where = []
-    ignored = _ignored(opts)
+    ignored = engine.ignored(opts)
     if ignored:
         where.append(f"NOT {ignored}")
-    reason = refusal(opts, columns) if refuse else None
+    reason = engine.refusal(opts, columns) if refuse else None
     if reason and opts.rowkind_field:  # a refusal is about -U/-D rows: a rowkind field exists
         msg = (
             f"concat('chain merge: ', {string(reason)}, '; got ', "
@@ -62,18 +65,20 @@ def rank_rows(
     columns: Sequence[str],
     source_sql: str,
     keys: Sequence[str],
+    engine: RowRules,
     latest_first: bool,
     cluster: Sequence[str] = (),
     tie_rows: str | None = None,
 ) -> str:
-    """`cluster` (SQL expressions the keys determine): the rows are shuffled by them and the
+    """Rows prepared for `engine` and ranked in merge order per key (`latest_first`).
+    `cluster` (SQL expressions the keys determine): the rows are shuffled by them and the
     window partitioned by them and the keys, so that a caller's window over `cluster` needs no
     second shuffle nor sort. `tie_rows` (a predicate): TIE is true on a row it selects whose
     previous row in merge order ties with it (equal in every ordering term, so the same
     partition too): the tie checks.check_stage refuses, found in the window the merge sorts
     anyway (a group of tied rows is contiguous in that order)."""
     order = ", ".join(order_terms(opts, descending=latest_first))
-    source = prepared(opts, columns, source_sql)
+    source = prepared(opts, columns, source_sql, engine)
     by = key_list(keys)
     if cluster:
         source = f"SELECT * FROM ({source}) __q DISTRIBUTE BY {', '.join(cluster)}"
@@ -92,20 +97,21 @@ def pick_one(
     columns: Sequence[str],
     source_sql: str,
     keys: Sequence[str],
+    engine: RowRules,
     keep_deletes: bool = False,
     drop_anchor: bool = False,
     cluster: Sequence[str] = (),
     tie_rows: str | None = None,
 ) -> str:
-    """deduplicate: the latest row, dropped when it is a -U/-D (kept with `keep_deletes`).
+    """The engines that keep one of a key's rows (merge/engines/: `engine`). deduplicate: the latest row, dropped when it is a -U/-D (kept with `keep_deletes`).
     first-row: the earliest row (its -U/-D were dropped in `prepared`).
     `drop_anchor`: no row for a key whose anchor row wins (the cumulative delta's build, where
     the anchor rows are stand-ins holding only what ranks them). `cluster`, `tie_rows`: see
     `rank_rows`; a tie fails the query (TIE_FAILED), tested on every row (the rank's test
     waits for it, so no row is left out)."""
-    latest = opts.merge_engine != "first-row"
+    latest = engine.latest_wins
     ranked = rank_rows(
-        opts, columns, source_sql, keys, latest_first=latest, cluster=cluster, tie_rows=tie_rows
+        opts, columns, source_sql, keys, engine, latest, cluster=cluster, tie_rows=tie_rows
     )
     rank = ORD
     if tie_rows is not None:  # in the rank's own test: no order of evaluation to rely on

@@ -1,10 +1,11 @@
 """The merge's rules over a chain's options (docs/design.md#merge-order-and-engines): the merge
-order, which rows retract, which columns carry values, and the retractions an engine refuses;
-with the names of the columns the merge's SQL adds to the rows."""
+order, which rows retract, which columns carry values, what an engine says of a key's rows
+(RowRules, merge/engines/); with the names of the columns the merge's SQL adds to the rows."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from dbt.adapters.chaintable.base.keys import RETRACTABLE_FUNCTIONS
 from dbt.adapters.chaintable.base.options import ChainOptions
@@ -87,50 +88,24 @@ def value_columns(opts: ChainOptions, columns: Sequence[str]) -> list[str]:
     return [c for c in columns if c.lower() not in skip]
 
 
-def _ignored(opts: ChainOptions) -> str | None:
-    """Predicate (over prepared rows) for the rows an engine drops before merging."""
-    if not opts.rowkind_field:
-        return None
-    if opts.merge_engine == "first-row":
-        return RETRACT
-    if opts.merge_engine == "partial-update":
-        if opts.ignore_delete:
-            return RETRACT
-        if opts.remove_record_on_delete:
-            return f"({RETRACT} AND {q(opts.rowkind_field)} = '-U')"
-    return None
+class RowRules(Protocol):
+    """What an engine says of a key's rows before they are ranked (merge/engines/): which it
+    ignores, and why it refuses a retraction (None: it takes them)."""
+
+    latest_wins: bool
+
+    def ignored(self, opts: ChainOptions) -> str | None: ...
+
+    def refusal(self, opts: ChainOptions, columns: Sequence[str]) -> str | None: ...
 
 
-def refusal(opts: ChainOptions, columns: Sequence[str]) -> str | None:
-    """Why this table cannot take a -U/-D row, or None when it can. Checked on the staged rows
-    before a run writes anything, and again (raise_error) when a merge meets such a row."""
-    if not opts.rowkind_field:
-        return None
-    if opts.merge_engine == "partial-update" and opts.sequence_groups:
-        return _retract_refusal(opts, [c for _, members in opts.sequence_groups for c in members])
-    if opts.merge_engine == "partial-update" and not (
-        opts.ignore_delete or opts.remove_record_on_delete
-    ):
-        return (
-            "merge_engine 'partial-update' cannot take -U/-D rows; set "
-            "partial_update_ignore_delete or partial_update_remove_record_on_delete"
-        )
-    if opts.merge_engine == "aggregation":
-        return _retract_refusal(opts, value_columns(opts, columns))
-    return None
-
-
-def _retract_refusal(opts: ChainOptions, aggregated: Sequence[str]) -> str | None:
+def retract_refusal(opts: ChainOptions, aggregated: Sequence[str]) -> str | None:
     """Why `aggregated` columns cannot take a -U/-D row: a function that cannot retract."""
-    if opts.merge_engine == "partial-update" and opts.ignore_delete:
-        return None  # the rows are dropped before any function sees them
     ignored = lower_set(opts.ignore_retract)
     bad = [
         f"{c}: {opts.aggregate_function(c)}"
         for c in aggregated
-        if opts.aggregate_function(c) not in RETRACTABLE_FUNCTIONS
-        and c.lower() not in ignored
-        and (opts.merge_engine == "aggregation" or c in opts.aggregate_functions)
+        if opts.aggregate_function(c) not in RETRACTABLE_FUNCTIONS and c.lower() not in ignored
     ]
     if bad:
         return (

@@ -39,8 +39,7 @@ from collections.abc import Sequence
 
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.quoting import cols_sql, q
-from dbt.adapters.chaintable.merge.engines import aggregation_sql, partial_update
-from dbt.adapters.chaintable.merge.ranked import pick_one
+from dbt.adapters.chaintable.merge.engines import MergeInput, engine_of
 from dbt.adapters.chaintable.merge.rules import ANCHOR, Types
 
 
@@ -57,11 +56,8 @@ def merge_select(
     """One row per key; `keep_deletes` keeps a key the merge removes as a -U/-D row (the
     cumulative delta's tombstone). Aggregation never removes a key. `drop_anchor`: see
     `pick_one` (deduplicate and first-row only)."""
-    if opts.merge_engine == "partial-update":
-        return partial_update(opts, columns, source_sql, keys, keep_deletes, types)
-    if opts.merge_engine == "aggregation":
-        return aggregation_sql(opts, columns, source_sql, keys, types)
-    return pick_one(opts, columns, source_sql, keys, keep_deletes, drop_anchor)
+    m = MergeInput(opts, columns, source_sql, keys, types, keep_deletes, drop_anchor)
+    return engine_of(opts).merge_select(m)
 
 
 def merge_rows_sql(

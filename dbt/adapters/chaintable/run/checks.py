@@ -16,6 +16,7 @@ from dbt.adapters.chaintable.base.values import ChainConfigError
 from dbt.adapters.chaintable.chain.catalog import Catalog
 from dbt.adapters.chaintable.cumulative import plan as cumulative
 from dbt.adapters.chaintable.merge import rules
+from dbt.adapters.chaintable.merge.engines import engine_of
 from dbt.adapters.chaintable.read.render import Renderer
 from dbt.adapters.chaintable.run import stage as stage_sql
 from dbt.adapters.chaintable.run.model import Columns
@@ -127,7 +128,7 @@ def _refuse_bad_rows(
     if refused_sql and sum(int(v or 0) for v in refused):
         row = fetch(refused_sql)[0]
         raise ChainConfigError(
-            f"chain_incremental model '{model}': {rules.refusal(opts, names)}; got a "
+            f"chain_incremental model '{model}': {engine_of(opts).refusal(opts, names)}; got a "
             f"{row[-1]!r} row for key {_key_text(opts.primary_key, row)}; "
             "nothing was written"
         )
@@ -149,9 +150,7 @@ def _refuse_ties(
     if rows:
         shown = list(opts.primary_key) + ([opts.sequence_field] if opts.sequence_field else [])
         same = " with the same sequence value" if opts.sequence_field else ""
-        differ = (
-            " that differ in order-sensitive columns" if opts.merge_engine == "aggregation" else ""
-        )
+        differ = " that differ in order-sensitive columns" if engine_of(opts).combines_rows else ""
         raise ChainConfigError(
             f"chain_incremental model '{model}': {rows[0][-1]} rows for key "
             f"{_key_text(shown, rows[0])} in one partition{same}{differ}; "

@@ -18,6 +18,7 @@ from dbt.adapters.chaintable.chain.catalog import Loaded
 from dbt.adapters.chaintable.chain.state import ChainState
 from dbt.adapters.chaintable.chain.tables import ChainTables, name_of
 from dbt.adapters.chaintable.cumulative.plan import Build
+from dbt.adapters.chaintable.merge.engines import engine_of
 
 Columns = Sequence[tuple[str, str]]
 
@@ -132,7 +133,7 @@ def snapshot_write_needs_merge(opts: ChainOptions) -> bool:
     key may have several rows in a partition (allowed with a sequence or rowkind field;
     otherwise the stage checks refuse them) and always for aggregation (count counts rows)."""
     kinds = opts.rowkind_field and opts.chain_input != "full"  # a full state: inserts only
-    return bool(kinds or opts.sequence_field or opts.merge_engine == "aggregation")
+    return bool(kinds or opts.sequence_field or engine_of(opts).combines_rows)
 
 
 def empty_partitions(

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.quoting import cols_sql, literal, q, string
 from dbt.adapters.chaintable.cumulative.sql import sequence_ordinal
+from dbt.adapters.chaintable.merge.engines import engine_of
 from dbt.adapters.chaintable.merge.ranked import prepared
 from dbt.adapters.chaintable.merge.rules import (
     ANCHOR,
@@ -15,7 +16,6 @@ from dbt.adapters.chaintable.merge.rules import (
     ROW_KINDS,
     is_retract,
     order_exprs,
-    refusal,
     value_columns,
 )
 
@@ -35,7 +35,7 @@ def _bad_kind(opts: ChainOptions) -> str:
 
 def _refused(opts: ChainOptions, columns: Sequence[str]) -> str:
     """Predicate: a -U/-D row the table refuses (`refusal`)."""
-    return is_retract(opts) if refusal(opts, columns) else "false"
+    return is_retract(opts) if engine_of(opts).refusal(opts, columns) else "false"
 
 
 def stage_summary_sql(
@@ -123,7 +123,7 @@ def bad_kind_sql(opts: ChainOptions, source_sql: str) -> str | None:
 
 def refused_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> str | None:
     """First -U/-D row when the table refuses them (`refusal`): primary key, then its kind."""
-    if not refusal(opts, columns) or not opts.rowkind_field:
+    if not engine_of(opts).refusal(opts, columns) or not opts.rowkind_field:
         return None
     return (
         f"SELECT {cols_sql(opts.primary_key)}, {q(opts.rowkind_field)} FROM ({source_sql}) "
@@ -139,7 +139,8 @@ def tied_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> str
     many raw rows per key and day are its normal input. Rows the engine ignores never tie."""
     shown = list(opts.primary_key) + ([opts.sequence_field] if opts.sequence_field else [])
     having = "count(*) > 1"
-    if opts.merge_engine == "aggregation":
+    engine = engine_of(opts)
+    if engine.combines_rows:
         sensitive = [
             c
             for c in value_columns(opts, columns)
@@ -150,7 +151,7 @@ def tied_sql(opts: ChainOptions, columns: Sequence[str], source_sql: str) -> str
             return None
         having += f" AND count(DISTINCT struct({cols_sql(sensitive)})) > 1"
     raw = f"SELECT {cols_sql(columns)}, false AS {ANCHOR} FROM ({source_sql}) __raw"
-    rows = prepared(opts, columns, raw, refuse=False)
+    rows = prepared(opts, columns, raw, engine, refuse=False)
     group = [q(c) for c in opts.primary_key] + order_exprs(opts, partition=False)
     return (
         f"SELECT {cols_sql(shown)}, count(*) FROM ({rows}) __t GROUP BY {', '.join(group)} "

@@ -1,5 +1,5 @@
-"""The engines that merge a key's rows column by column: partial-update (with or without sequence
-groups) and aggregation, over the rows ranked.py prepared and ranked."""
+"""The SQL of the engines that merge a key's rows column by column: partial-update (with or
+without sequence groups) and aggregation, over the rows ranked.py prepared and ranked."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dbt.adapters.chaintable.base.keys import INTEGRAL_TYPES
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.quoting import q, string
+from dbt.adapters.chaintable.merge.engines.base import MergeInput
 from dbt.adapters.chaintable.merge.ranked import key_list, rank_rows
 from dbt.adapters.chaintable.merge.rules import (
     ANCHOR,
@@ -15,20 +16,14 @@ from dbt.adapters.chaintable.merge.rules import (
     ORD,
     RESET,
     RETRACT,
+    RowRules,
     Types,
     lower_set,
     value_columns,
 )
 
 
-def partial_update(
-    opts: ChainOptions,
-    columns: Sequence[str],
-    source_sql: str,
-    keys: Sequence[str],
-    keep_deletes: bool = False,
-    types: Types = None,
-) -> str:
+def partial_update(m: MergeInput, engine: RowRules) -> str:
     """Per column the latest non-null value in merge order, over the rows that count:
     - partial_update_ignore_delete: -U/-D rows are ignored (dropped in `prepared`);
     - partial_update_remove_record_on_delete: a -D ends the record: only rows after the key's
@@ -41,9 +36,10 @@ def partial_update(
     `keep_deletes`: a key whose record a -D ended gives a row whose rowkind field is '-D' (its
     other values those of the rows after the -D, none) instead of no row.
     With sequence groups: `_grouped_update`."""
-    ranked = rank_rows(opts, columns, source_sql, keys, latest_first=False)
+    opts, columns, keys, keep_deletes = m.opts, m.columns, m.keys, m.keep_deletes
+    ranked = rank_rows(opts, columns, m.source_sql, keys, engine, latest_first=False)
     if opts.sequence_groups:
-        return _grouped_update(opts, columns, ranked, keys, keep_deletes, types)
+        return _grouped_update(opts, columns, ranked, keys, keep_deletes, m.types)
     counted = f"NOT {RETRACT}"
     if opts.remove_record_on_delete and not opts.ignore_delete:
         ranked = (
@@ -129,15 +125,14 @@ def _grouped_update(
     return f"SELECT {', '.join(exprs)} FROM ({ranked}) __r GROUP BY {key_list(keys)}{having}"
 
 
-def aggregation_sql(
-    opts: ChainOptions, columns: Sequence[str], source_sql: str, keys: Sequence[str], types: Types
-) -> str:
+def aggregation_sql(m: MergeInput, engine: RowRules) -> str:
     """Each value column aggregated with its function (`_aggregate`). Chain key columns come
     from the latest row (callers relabel them), the sequence field is the highest sequence seen,
     the rowkind field the kind of the latest +I/+U row ('+I' if there is none), so a merged
     row is never read back as a retraction. A key stays even when retractions cancel it out
     (Paimon without 'aggregation.remove-record-on-delete')."""
-    ranked = rank_rows(opts, columns, source_sql, keys, latest_first=False)
+    opts, columns, keys, types = m.opts, m.columns, m.keys, m.types
+    ranked = rank_rows(opts, columns, m.source_sql, keys, engine, latest_first=False)
     key_set, values = lower_set(keys), lower_set(value_columns(opts, columns))
     exprs = []
     for c in columns:
