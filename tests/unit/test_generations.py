@@ -1,6 +1,6 @@
 """The snapshot partitions' tokens and the records made under them stay within the metastore's
 limit on a property value however long the chain grows, and a token once gone never comes back
-(base/generations.py)."""
+(chain/generations.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import datetime as dt
 import json
 import random
 
-from dbt.adapters.chaintable.base import generations as G
 from dbt.adapters.chaintable.base.keys import (
     P_ANCHOR_SEQUENCE,
     P_COMPACTED,
     P_SNAPSHOT_GENERATIONS,
 )
+from dbt.adapters.chaintable.chain import generations as G
 from tests.unit.fake_catalog import METASTORE_VALUE_LIMIT
 from tests.unit.test_golden_sql import setup as chain_setup
 

@@ -6,8 +6,7 @@ from dataclasses import replace
 
 from test_view_layout import GROUPED  # region + dt
 
-from dbt.adapters.chaintable.base import generations
-from dbt.adapters.chaintable.chain import lineage
+from dbt.adapters.chaintable.chain import generations, lineage
 from dbt.adapters.chaintable.chain.state import ChainState
 
 D = ["20250801", "20250802", "20250803", "20250804", "20250805"]

@@ -20,10 +20,10 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dbt.adapters.chaintable.base import generations
 from dbt.adapters.chaintable.base.keys import P_COMPACTED
 from dbt.adapters.chaintable.base.options import ChainOptions
 from dbt.adapters.chaintable.base.partitions import Values
+from dbt.adapters.chaintable.chain import generations
 from dbt.adapters.chaintable.chain.catalog import Loaded
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 

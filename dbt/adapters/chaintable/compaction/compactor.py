@@ -10,7 +10,7 @@ from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 
-from dbt.adapters.chaintable.base import generations, versions
+from dbt.adapters.chaintable.base import versions
 from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.keys import P_COMPACTED
 from dbt.adapters.chaintable.base.partitions import (
@@ -22,7 +22,7 @@ from dbt.adapters.chaintable.base.partitions import (
 )
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
-from dbt.adapters.chaintable.chain import lineage
+from dbt.adapters.chaintable.chain import generations, lineage
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.chain.state import ChainState, ReadPlan
 from dbt.adapters.chaintable.chain.tables import ChainTables

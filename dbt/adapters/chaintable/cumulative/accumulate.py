@@ -11,13 +11,13 @@ from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.chaintable.base import generations
 from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE
 from dbt.adapters.chaintable.base.partitions import Values
 from dbt.adapters.chaintable.base.progress import Stopwatch
 from dbt.adapters.chaintable.base.runner import logger
 from dbt.adapters.chaintable.base.versions import version_location
+from dbt.adapters.chaintable.chain import generations
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.chain.sql import ChainSql
 from dbt.adapters.chaintable.cumulative import plan as cumulative

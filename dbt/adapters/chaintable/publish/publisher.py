@@ -11,8 +11,8 @@ from typing import Any
 
 from dbt.adapters.base.relation import BaseRelation
 
-from dbt.adapters.chaintable.base import generations, versions
 from dbt.adapters.chaintable.base import statements as S
+from dbt.adapters.chaintable.base import versions
 from dbt.adapters.chaintable.base.failpoints import failpoint
 from dbt.adapters.chaintable.base.keys import P_ANCHOR_SEQUENCE, P_SNAPSHOT_GENERATIONS
 from dbt.adapters.chaintable.base.partitions import (
@@ -21,6 +21,7 @@ from dbt.adapters.chaintable.base.partitions import (
     format_partition,
 )
 from dbt.adapters.chaintable.base.versions import version_location
+from dbt.adapters.chaintable.chain import generations
 from dbt.adapters.chaintable.chain.catalog import Catalog, Loaded
 from dbt.adapters.chaintable.chain.tables import ChainTables
 from dbt.adapters.chaintable.publish import safety
@@ -96,7 +97,7 @@ class Publisher:
         P_SNAPSHOT_GENERATIONS, so that what a build recorded about their old rows (the anchors'
         highest sequence, P_ANCHOR_SEQUENCE) no longer counts, even if a writer whose lease ran
         out writes its record afterwards. First: a crash between the two only makes the next
-        build scan a partition again. The tokens, bounded (base/generations.py), and the entries
+        build scan a partition again. The tokens, bounded (chain/generations.py), and the entries
         still made under them are written together (one write), so that no entry of old rows
         can match a token again. Returns the table's properties after that write ({} for the
         delta branch)."""
