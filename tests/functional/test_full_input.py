@@ -238,3 +238,34 @@ def test_a_snapshot_write_before_a_held_day_is_refused_and_nothing_is_written(fu
         "nothing was written"
     ) in node_messages(res)["c"]
     assert (p.partitions("c__snapshot"), p.partitions("c__delta")) == before
+
+
+CRASH_POINTS = [
+    "run.staged",
+    "cumulative.unserved",
+    "publish.first",
+    "publish.done",
+    "cumulative.built",
+    "run.view",
+]
+
+
+def test_a_rerun_stopped_at_each_step_is_completed_by_the_next_run(full, monkeypatch):
+    """0806 again, with both groups, so each one's 0807 is compared again: the run stopped at
+    each failpoint in turn (both models), then run again, which recovers what the stopped one
+    left. Every held day then reads as its extract (0807 as before) and no scratch table is
+    left."""
+    h, p = full, full.p
+    for point in CRASH_POINTS:
+        h.extract("20250806")
+        monkeypatch.setenv("CHAINTABLE_FAILPOINT", point)
+        try:
+            p.dbt("run", "--select", "c", "s", vars={"dt": "20250806"}, expect_ok=False)
+        finally:
+            monkeypatch.delenv("CHAINTABLE_FAILPOINT")
+        assert f"failpoint {point}" in p.log_text()
+        p.dbt("run", "--select", "c", "s", vars={"dt": "20250806"})
+        h.ran("20250806")
+        left = p.rows("show tables in {s} like '*__chain_*'")
+        assert [r[1] for r in left if not r[1].endswith("__chain_map")] == [], point
+    h.check()

@@ -60,6 +60,9 @@ class Recovery:
             props = self.catalog.properties(rel)
             target = props.get(safety.P_TARGET)
             if target:
+                if props.get(safety.P_LINKED):
+                    replaced = json.loads(props.get(safety.P_REPLACES, "{}"))
+                    self._switch_back(rel, target, replaced)
                 garbage += self._unpublished(rel, target, props.get(safety.P_PARTITION))
                 garbage += self._switched_away(
                     target, json.loads(props.get(safety.P_REPLACES, "{}"))
@@ -149,6 +152,36 @@ class Recovery:
         if not referenced:
             return [root]
         return [where(str(rel), p) for p in parts if p not in referenced]
+
+    def _switch_back(self, rel: BaseRelation, target: str, replaced: Mapping[str, str]) -> None:
+        """A crashed publish of a stage whose partitions read right only together
+        (safety.P_LINKED) undone: each partition it switched goes back to the directory it had
+        (`replaced`), each it added is dropped, so the chain reads as before the run and a
+        rerun starts from there. Its directories are then garbage like any unpublished ones."""
+        cat = self.catalog
+        parts = cat.partition_paths(rel)
+        cols = _columns_of(parts[0]) if parts else []
+        target_parts = set(cat.partition_paths(target))
+        back, added = [], []
+        for path in parts:
+            values = parse_partition_path(path, cols)
+            if path not in target_parts or cat.partition_location(
+                target, cols, values
+            ) != cat.partition_location(str(rel), cols, values):
+                continue  # not published by this stage
+            if path in replaced:
+                back.append((values, replaced[path]))
+            else:
+                added.append(values)
+        if not (back or added):
+            return
+        logger.info(
+            f"{target}: switching back {len(back)} and dropping {len(added)} partition(s) an "
+            "unfinished run published of a write that reads right only whole"
+        )
+        for values, old in back:
+            self.run(S.set_partition_location(target, cols, values, old))
+        self.run(S.drop_partitions(target, cols, added))
 
     def _switched_away(self, target: str, replaced: Mapping[str, str]) -> list[str]:
         """Directories a crashed publish had already switched partitions away from."""

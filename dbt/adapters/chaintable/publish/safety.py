@@ -53,6 +53,10 @@ P_STAGE_RUN = "chaintable.stage.run"
 # id, "written": [{column: value}, ...], "partitions": the invalidated ones}. Whoever recovers
 # after a crash before the run finished does both for each partition the run did publish
 P_INVALIDATES = "chaintable.stage.invalidates"
+# on a staging table whose partitions read right only together (a full chain's day and the
+# next days compared again with it, run/full.py): a crashed publish of it is switched back
+# whole, never left half done (Recovery)
+P_LINKED = "chaintable.stage.linked"
 # file formats that read columns by name: a partition's files may then hold its partition
 # columns too (a stage without partitions publishes its directory as they are)
 BY_NAME_FORMATS = frozenset({"parquet", "orc"})

@@ -68,12 +68,13 @@ class Stager:
             self.run(S.write_directory(stage.directory, provider, compiled_code))
             self.publisher.lock.staged(run.tables, bare or {})
             return stage
+        linked = {safety.P_LINKED: "true"} if rewritten else {}
         self.run(
             create_sql(
                 run,
                 run.tables.stage,
                 [],
-                {safety.P_TARGET: str(run.target)},
+                {safety.P_TARGET: str(run.target), **linked},
                 location=stage.directory,
                 as_select=compiled_code,
                 provider=provider,
