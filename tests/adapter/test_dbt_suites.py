@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 from dbt.tests.adapter.basic import test_snapshot_check_cols, test_snapshot_timestamp
+from dbt.tests.adapter.basic.expected_catalog import base_expected_catalog, no_stats
 from dbt.tests.adapter.basic.test_adapter_methods import BaseAdapterMethod
 from dbt.tests.adapter.basic.test_base import BaseSimpleMaterializations
+from dbt.tests.adapter.basic.test_docs_generate import BaseDocsGenerate
 from dbt.tests.adapter.basic.test_empty import BaseEmpty
 from dbt.tests.adapter.basic.test_ephemeral import BaseEphemeral
 from dbt.tests.adapter.basic.test_generic_tests import BaseGenericTests
@@ -140,3 +142,25 @@ class TestUnitTestingTypes(BaseUnitTestingTypes):
             ["date '2011-11-11'", "2011-11-11"],
             ["timestamp '2013-11-03 00:00:00-0'", "2013-11-03 00:00:00-0"],
         ]
+
+
+class TestDocsGenerate(BaseDocsGenerate):
+    """The catalog as Spark's session describes it: the tables' owner is the user the session
+    runs as, and Spark's own type names; a seed loaded by dbt-spark's INSERT has no statistics
+    in the embedded catalog."""
+
+    @pytest.fixture(scope="class")
+    def expected_catalog(self, project):
+        import getpass
+
+        return base_expected_catalog(
+            project,
+            role=getpass.getuser(),
+            id_type="long",
+            text_type="string",
+            time_type="timestamp",
+            view_type="view",
+            table_type="table",
+            model_stats=no_stats(),
+            seed_stats=no_stats(),
+        )
