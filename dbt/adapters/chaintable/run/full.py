@@ -103,17 +103,20 @@ def groups_sql(opts: ChainOptions, model_sql: str) -> str:
     group keys that has any)."""
     if not opts.group_keys:
         return f"SELECT true FROM ({model_sql}) __g LIMIT 1"
-    casts = ", ".join(f"CAST({q(g)} AS STRING)" for g in opts.group_keys)
-    return f"SELECT DISTINCT {casts} FROM ({model_sql}) __g"
+    return f"SELECT DISTINCT {_group_names(opts)} FROM ({model_sql}) __g"
+
+
+def _group_names(opts: ChainOptions) -> str:
+    """The group key columns as Spark spells them in a partition's name."""
+    return ", ".join(f"CAST({q(g)} AS STRING)" for g in opts.group_keys)
 
 
 def in_groups_sql(opts: ChainOptions, model_sql: str, groups: Sequence[Values]) -> str:
     """The model's rows of `groups` (values as groups_sql spells them)."""
     if not opts.group_keys:
         return model_sql
-    casts = ", ".join(f"CAST({q(g)} AS STRING)" for g in opts.group_keys)
     tuples = ", ".join("(" + ", ".join(string(v) for v in g) + ")" for g in sorted(groups))
-    return f"SELECT * FROM ({model_sql}) __in WHERE ({casts}) IN ({tuples})"
+    return f"SELECT * FROM ({model_sql}) __in WHERE ({_group_names(opts)}) IN ({tuples})"
 
 
 def diff_sql(

@@ -77,10 +77,10 @@ class FullInput:
             f"SELECT * FROM ({sql}) __r{i}" for i, sql in enumerate(reads(plan.by_day()).values())
         )
         parts = [full.diff_sql(opts, names, model_sql, previous or None, lits(day))]
-        for chain, sql in reads(plan.following_by_day()).items():
+        following = plan.following_by_day()
+        for chain, sql in reads(following).items():
             # the next held day, as it reads now, against this day's new state
-            held = [p.group for p in plan.following_by_day()[chain]]
-            now = full.in_groups_sql(opts, model_sql, held)
+            now = full.in_groups_sql(opts, model_sql, [p.group for p in following[chain]])
             parts.append(full.diff_sql(opts, names, sql, now, lits(chain)))
         if plan.following:
             logger.info(
